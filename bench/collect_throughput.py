@@ -1,0 +1,70 @@
+"""Collection throughput: programs measured per minute for the ResNet-50 3x3 conv task (64 ch, 56x56) on this
+machine, through the real collector with isolation on (each program built and timed in the worker process),
+and, as the in-process baseline in the same run, the same programs built and timed without isolation.
+
+    python bench/collect_throughput.py [--programs 60] [--device local]
+
+Prints one line per mode and the ratio. Keep the machine quiet while it runs (the collector pauses if not).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+
+TASK = "conv2d3"  # ResNet-50 layer1 3x3 conv: input (1,64,56,56), weight (64,64,3,3)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--programs", type=int, default=60)
+    ap.add_argument("--device", default="local")
+    a = ap.parse_args()
+
+    import tvm
+
+    from perfcast._tvm.util import arg_shapes, main_func
+    from perfcast.collect.collector import CollectConfig, collect
+    from perfcast.collect.measure import MeasureConfig, make_args, time_function
+    from perfcast.collect.space import default_program, random_programs, stable_seed
+    from perfcast.collect.tasks import extract
+    from perfcast.devices import get_device
+
+    spec = get_device(a.device)
+    with tempfile.TemporaryDirectory() as out:
+        # isolated: the real collector (extraction is outside the timed part: collect() times only measuring)
+        res = collect(CollectConfig(networks=("resnet50",), device=a.device, programs_per_task=a.programs,
+                                    only_tasks=(TASK,)), out, log=lambda m: None, progress=False)
+        iso = 60 * res.measured / res.seconds
+        print(f"isolated (collector): {res.measured} programs in {res.seconds:.1f} s = {iso:.0f} programs/min "
+              f"(statuses {dict(res.by_status)}, load pauses {res.pauses})")
+
+    # in-process baseline: same task, same kind of programs, same timing protocol, no worker process
+    nt = extract("resnet50", spec.target())
+    task = next(t for t in nt.tasks if t.task_name == TASK)
+    cfg, dev, target = MeasureConfig(), tvm.cpu(0), tvm.target.Target(json.loads(spec.target_json))
+    args = make_args(arg_shapes(main_func(task.mod)), dev)
+    progs = [default_program(task.mod)]
+    for p in random_programs(task.mod, spec.target(), stable_seed(1, task.workload_key)):
+        progs.append(p)
+        if len(progs) >= a.programs:
+            break
+    t0, n = time.time(), 0
+    for p in progs:
+        try:
+            lib = tvm.build(p.mod, target=target)
+            f = lib["main"]
+            time_function(lambda k, r: lib.time_evaluator("main", dev, number=k, repeat=r)(*args).results,
+                          lambda: f(*args), cfg)
+        except Exception:  # noqa: BLE001 - a failing program still costs its time
+            pass
+        n += 1
+    base = 60 * n / (time.time() - t0)
+    print(f"in-process baseline: {n} programs = {base:.0f} programs/min")
+    print(f"programs_per_minute_isolated={iso:.0f} ratio_vs_in_process={iso / base:.2f} (target >= 120/min)")
+
+
+if __name__ == "__main__":
+    main()

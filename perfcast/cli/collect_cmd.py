@@ -1,0 +1,42 @@
+from __future__ import annotations
+
+import json
+from typing import List, Optional
+
+import typer
+
+HELP = ("Measure real tensor programs of networks on a device: per task, TVM's default kernel plus N random "
+        "meta-schedule programs, each built and timed in an isolated worker. Resumable: rerun the same command "
+        "after an interruption and it continues where it stopped.")
+EXAMPLE = "Example: perfcast collect --network resnet18 --network model.onnx --device local --programs-per-task 20 --out runs/r18"
+
+
+def collect(
+    network: List[str] = typer.Option(..., "--network", "-n", help="zoo name, FILE.onnx or file.py:factory (repeatable)"),
+    device: str = typer.Option("local", help="device id, e.g. local or local:mcpu=haswell,threads=1 (see `perfcast devices`)"),
+    programs_per_task: int = typer.Option(100, help="programs per task (the default kernel counts as one)"),
+    out: str = typer.Option(..., help="dataset directory (created if missing; reused to resume)"),
+    batch_size: int = typer.Option(1, help="batch size of the networks"),
+    input_shape: Optional[str] = typer.Option(None, help="shapes of dynamic ONNX inputs, NAME:1x3x224x224;NAME2:1x128"),
+    seed: int = typer.Option(0, help="seed of the random schedules"),
+    max_tasks: Optional[int] = typer.Option(None, help="only the first N tasks (quick runs)"),
+    task: List[str] = typer.Option([], "--task", help="only tasks whose name contains this (or workload key); repeatable"),
+    no_load_check: bool = typer.Option(False, "--no-load-check", help="measure even when other processes load the CPU"),
+    json_out: bool = typer.Option(False, "--json", help="print the result as JSON"),
+) -> None:
+    from ..collect.collector import CollectConfig, collect as run
+
+    cfg = CollectConfig(networks=tuple(network), device=device, programs_per_task=programs_per_task,
+                        batch_size=batch_size, seed=seed, input_shape=input_shape, check_load=not no_load_check,
+                        max_tasks=max_tasks, only_tasks=tuple(task))
+    res = run(cfg, out, progress=not json_out, log=(lambda m: None) if json_out else print)
+    summary = {"out": res.out, "measured": res.measured, "by_status": dict(res.by_status), "tasks": res.tasks,
+               "skipped_existing": res.skipped_existing, "recovered": res.recovered,
+               "seconds": round(res.seconds, 1), "programs_per_minute": round(60 * res.measured / max(res.seconds, 1e-9), 1),
+               "load_pauses": res.pauses, "worker_restarts": res.worker_restarts}
+    if json_out:
+        print(json.dumps(summary))
+    else:
+        st = ", ".join(f"{k} {v}" for k, v in sorted(res.by_status.items())) or "nothing new"
+        print(f"measured {res.measured} programs of {res.tasks} tasks in {res.seconds:.0f} s ({st}); "
+              f"{res.skipped_existing} already recorded; dataset: {res.out}")

@@ -1,0 +1,233 @@
+"""`perfcast collect`: turn networks into tasks, sample programs, measure them in isolation, store records.
+
+Order of work: in passes (10, 30, 60, then N programs per task) so that an interrupted collection still covers every
+task. Each task's first program is TVM's default kernel. Every record goes to an fsync'd journal before the next
+program starts; a rerun after a kill recovers the journal and skips every program already recorded, so nothing
+measured is lost and nothing is recorded twice.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import math
+import os
+import platform
+import time
+from collections import Counter, defaultdict
+from dataclasses import asdict, dataclass, field
+from typing import Callable
+
+from .. import __version__
+from ..data.schema import MeasureRecord
+from ..data.store import Dataset
+from ..devices import DeviceSpec, get_device
+from ..errors import PerfcastError
+from .load import LoadMonitor
+from .measure import MeasureConfig
+from .space import default_program, random_programs, stable_seed
+from .tasks import Task, extract, network_label, network_rows, task_from_record, task_record
+
+PASSES = (10, 30, 60)
+FLUSH_EVERY = 500
+
+
+@dataclass(frozen=True)
+class CollectConfig:
+    networks: tuple[str, ...]
+    device: str = "local"
+    programs_per_task: int = 100
+    batch_size: int = 1
+    seed: int = 0
+    input_shape: str | None = None
+    measure: MeasureConfig = field(default_factory=MeasureConfig)
+    check_load: bool = True
+    max_tasks: int | None = None  # only the first N tasks (by network order) - for quick runs and tests
+    only_tasks: tuple[str, ...] = ()  # only tasks whose workload key equals, or whose name contains, one of these
+
+
+@dataclass
+class CollectResult:
+    out: str
+    measured: int = 0
+    by_status: Counter = field(default_factory=Counter)
+    skipped_existing: int = 0
+    recovered: int = 0
+    tasks: int = 0
+    seconds: float = 0.0
+    pauses: int = 0
+    worker_restarts: int = 0
+
+
+def record_id(workload_key: str, device_id: str, program_hash: str) -> str:
+    return hashlib.sha1(f"{workload_key}|{device_id}|{program_hash}".encode()).hexdigest()[:24]
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _load_tasks(ds: Dataset, cfg: CollectConfig, target, log) -> tuple[dict[str, Task], dict[str, list[str]]]:
+    """Tasks of every requested network, reusing the dataset's task table when the network was extracted before."""
+    net_tbl = ds.read("networks").to_pylist()
+    task_tbl = {r["workload_key"]: r for r in ds.read("tasks").to_pylist()}
+    tasks: dict[str, Task] = {}
+    nets_of: dict[str, list[str]] = defaultdict(list)
+    for net in cfg.networks:
+        label = network_label(net)
+        rows = [r for r in net_tbl if r["network"] == label and r["batch_size"] == cfg.batch_size]
+        if rows and all(r["workload_key"] in task_tbl for r in rows):
+            items = [task_from_record(task_tbl[r["workload_key"]], r["weight"]) for r in rows]
+        else:
+            t0 = time.time()
+            nt = extract(net, target, cfg.batch_size, cfg.input_shape)
+            ds.add_tasks([task_record(t) for t in nt.tasks])
+            ds.add_network_tasks(network_rows(nt))
+            task_tbl.update({t.workload_key: {} for t in nt.tasks})
+            items = list(nt.tasks)
+            log(f"{label}: {len(items)} tasks extracted in {time.time() - t0:.1f} s")
+        for t in items:
+            if t.workload_key in tasks:
+                old = tasks[t.workload_key]
+                tasks[t.workload_key] = Task(old.workload_key, old.task_name, old.mod, old.weight + t.weight)
+            else:
+                tasks[t.workload_key] = t
+            nets_of[t.workload_key].append(label)
+    if cfg.only_tasks:
+        tasks = {k: t for k, t in tasks.items()
+                 if any(sel == k or sel in t.task_name for sel in cfg.only_tasks)}
+        if not tasks:
+            raise PerfcastError(f"no task matches --task {', '.join(cfg.only_tasks)}; see the task names with "
+                                "`perfcast data summary` or drop --task")
+    if cfg.max_tasks is not None:
+        keep = list(tasks)[: cfg.max_tasks]
+        tasks = {k: tasks[k] for k in keep}
+    return tasks, nets_of
+
+
+def _make_runner(spec: DeviceSpec, mcfg: MeasureConfig):
+    if spec.rpc_key:
+        from .rpc import RPCRunner
+
+        return RPCRunner(spec, mcfg)
+    from .worker import IsolatedRunner
+
+    return IsolatedRunner(spec.threads, mcfg)
+
+
+def collect(cfg: CollectConfig, out: str, log: Callable[[str], None] = print, progress: bool = True) \
+        -> CollectResult:
+    import tvm
+
+    if cfg.programs_per_task < 1:
+        raise PerfcastError(f"--programs-per-task {cfg.programs_per_task} makes no sense; use N >= 1")
+    if not cfg.networks:
+        raise PerfcastError("no network given; pass --network NAME|FILE.onnx|file.py:factory (see `perfcast collect --help`)")
+    spec = get_device(cfg.device)
+    target = spec.target()
+    ds = Dataset(out, create=True)
+    res = CollectResult(out=str(out))
+    res.recovered = ds.recover()
+    if res.recovered:
+        log(f"recovered {res.recovered} records from an interrupted run")
+    tasks, nets_of = _load_tasks(ds, cfg, target, log)
+    res.tasks = len(tasks)
+    t_start = time.time()  # measuring time only (task extraction is logged on its own)
+
+    existing = ds.read("records", ["record_id", "workload_key", "device_id"])
+    ids = set(existing.column("record_id").to_pylist())
+    count = Counter(k for k, d in zip(existing.column("workload_key").to_pylist(),
+                                      existing.column("device_id").to_pylist()) if d == spec.device_id)
+    n = cfg.programs_per_task
+    todo = sum(max(0, n - count[k]) for k in tasks)
+    info = {"started": _now(), "config": {**asdict(cfg), "measure": asdict(cfg.measure)},
+            "device": json.loads(spec.to_json()), "host": platform.node(), "python": platform.python_version(),
+            "tvm_version": tvm.__version__, "perfcast_version": __version__, "tasks": len(tasks)}
+    monitor = LoadMonitor(enabled=cfg.check_load)
+    runner = _make_runner(spec, cfg.measure)
+    journal = ds.journal()
+    spec_json, target_json = spec.to_json(), spec.target_json
+    tvm_version = tvm.__version__
+
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                               TimeRemainingColumn)
+
+    bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                   TextColumn("{task.fields[rate]:.0f}/min"), TimeElapsedColumn(), TextColumn("ETA"),
+                   TimeRemainingColumn(), disable=not progress, transient=False)
+    pid_of = (lambda: (runner._proc.pid,) if getattr(runner, "_proc", None) else ())
+    try:
+        with bar:
+            bar_task = bar.add_task("collecting", total=todo, rate=0.0)
+            exhausted: set[str] = set()
+            passes = sorted({min(p, n) for p in PASSES} | {n})
+            for pass_i, goal in enumerate(passes):
+                for key, task in tasks.items():
+                    need = goal - count[key]
+                    if need <= 0 or key in exhausted:
+                        continue
+                    bar.update(bar_task, description=f"{task.task_name[:40]:40s}")
+                    programs = _programs(task, target, cfg.seed, pass_i)
+                    for prog in programs:
+                        if need <= 0:
+                            break
+                        rid = record_id(key, spec.device_id, prog.program_hash)
+                        if rid in ids:
+                            res.skipped_existing += 1
+                            continue
+                        mod_json = tvm.ir.save_json(prog.mod)
+                        while True:
+                            monitor.mark(pid_of())
+                            r = runner.run(mod_json, target_json)
+                            if not monitor.was_loaded():
+                                break
+                            res.pauses += 1
+                            monitor.wait_until_quiet(lambda m: bar.console.print(f"[yellow]warning:[/] {m}"))
+                        rec = _record(rid, key, task, prog, spec, spec_json, target_json, nets_of[key], r,
+                                      tvm_version)
+                        journal.append(rec)
+                        ids.add(rid)
+                        count[key] += 1
+                        need -= 1
+                        res.measured += 1
+                        res.by_status[rec.status] += 1
+                        el = max(time.time() - t_start, 1e-9)
+                        bar.update(bar_task, advance=1, rate=60.0 * res.measured / el)
+                        if len(journal.pending) >= FLUSH_EVERY:
+                            journal.flush_to_parquet()
+                    # the task's space is exhausted short of the goal: no later pass will find more
+                    if need > 0:
+                        exhausted.add(key)
+                        bar.update(bar_task, total=bar.tasks[0].total - (n - count[key]))
+    finally:
+        journal.close()
+        runner.close()
+        res.seconds = time.time() - t_start
+        res.worker_restarts = getattr(runner, "restarts", 0)
+        info.update(finished=_now(), measured=res.measured, by_status=dict(res.by_status),
+                    seconds=round(res.seconds, 1), load_pauses=res.pauses)
+        ds.write_collection_info(info)
+    return res
+
+
+def _programs(task: Task, target, seed: int, pass_i: int):
+    yield default_program(task.mod)
+    yield from random_programs(task.mod, target, stable_seed(seed, task.workload_key, pass_i))
+
+
+def _record(rid, key, task, prog, spec, spec_json, target_json, networks, r, tvm_version) -> MeasureRecord:
+    ok = r["status"] == "ok"
+    nan = math.nan
+    return MeasureRecord(
+        record_id=rid, workload_key=key, task_name=task.task_name, program_hash=prog.program_hash,
+        schedule_kind=prog.schedule_kind, trace_json=prog.trace_json, tir_script=prog.mod.script(),
+        device_id=spec.device_id, device_spec_json=spec_json, target_json=target_json,
+        task_weight=int(task.weight), networks=tuple(sorted(set(networks))), status=r["status"],
+        error=r.get("error", ""), latencies_s=tuple(r.get("latencies_s", ())) if ok else (),
+        latency_s=r["latency_s"] if ok else nan, latency_min_s=r["latency_min_s"] if ok else nan,
+        latency_max_s=r["latency_max_s"] if ok else nan, latency_cv=r["latency_cv"] if ok else nan,
+        number=int(r.get("number", 0)), remeasured=bool(r.get("remeasured", False)),
+        build_s=float(r.get("build_s", nan)), measure_s=float(r.get("measure_s", nan)),
+        tvm_version=tvm_version, perfcast_version=__version__, timestamp=_now(),
+    )

@@ -1,0 +1,79 @@
+"""How one program is timed: burn-in, calibrated inner loop, repeats, median, re-measure on high spread.
+
+Shared by the isolated worker (`worker.py`) and the RPC runner (`rpc.py`). The protocol follows the layerwise
+paper's benchmarking flow (§4): warm caches by burn-in, several repeats, the median as the label, the spread kept.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class MeasureConfig:
+    repeats: int = 5  # timed repeats per program
+    slow_repeats: int = 3  # repeats when one call takes longer than slow_s
+    slow_s: float = 0.05
+    very_slow_repeats: int = 2  # repeats when one call takes longer than very_slow_s
+    very_slow_s: float = 1.0
+    min_repeat_s: float = 0.005  # each repeat runs the kernel `number` times for at least this long
+    max_number: int = 10_000
+    max_cv: float = 0.05  # re-measure once (with twice the repeats) when std/mean exceeds this
+    build_timeout_s: float = 120.0
+    run_timeout_s: float = 120.0
+
+
+def make_args(shapes: list, device):
+    """Random float inputs, zero integer inputs (index tensors must stay in bounds)."""
+    import numpy as np
+    import tvm
+
+    rng = np.random.default_rng(0)
+    out = []
+    for shape, dtype in shapes:
+        if dtype.startswith(("float", "bfloat")):
+            arr = rng.uniform(-1, 1, size=shape).astype(dtype if dtype != "bfloat16" else "float32")
+        else:
+            arr = np.zeros(shape, dtype=dtype)
+        out.append(tvm.runtime.tensor(arr, device))
+    return out
+
+
+def time_function(time_evaluator, call_once, cfg: MeasureConfig) -> dict:
+    """Time with `time_evaluator(number, repeat) -> per-repeat mean latencies in seconds` (TVM's evaluator).
+
+    `call_once()` runs the kernel once (burn-in on cold caches; its wall time picks the inner loop count and
+    how many repeats the program gets: fewer for slow kernels, whose relative noise is small).
+    """
+    t0 = time.perf_counter()
+    call_once()
+    first = max(time.perf_counter() - t0, 1e-7)
+    number = int(min(cfg.max_number, max(1, math.ceil(cfg.min_repeat_s / first))))
+    repeats = cfg.repeats if first < cfg.slow_s else cfg.slow_repeats if first < cfg.very_slow_s \
+        else cfg.very_slow_repeats
+    # burn-in: the call above, plus the untimed warm-up call TVM's time evaluator makes before timing
+    lat = list(time_evaluator(number, repeats))
+    remeasured = False
+    if _cv(lat) > cfg.max_cv:
+        remeasured = True
+        lat = list(time_evaluator(number, 2 * repeats))
+    return {
+        "latencies_s": lat,
+        "latency_s": statistics.median(lat),
+        "latency_min_s": min(lat),
+        "latency_max_s": max(lat),
+        "latency_cv": _cv(lat),
+        "number": number,
+        "remeasured": remeasured,
+        "measure_s": time.perf_counter() - t0,
+    }
+
+
+def _cv(xs: list[float]) -> float:
+    if len(xs) < 2:
+        return 0.0
+    m = statistics.fmean(xs)
+    return statistics.stdev(xs) / m if m > 0 else 0.0

@@ -1,0 +1,99 @@
+"""Devices: a specification record (CDMPP Table 2 fields) and a registry of device providers.
+
+A device id is `NAME` or `NAME:key=value,...` (e.g. `local:mcpu=haswell,threads=1`). Each registered provider
+turns its options into a `DeviceSpec`; an unknown name raises a ValueError listing the known ones.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+from ..errors import PerfcastError, UnknownNameError
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    """What perfcast knows about a device. NaN marks a figure that is not known."""
+
+    device_id: str
+    kind: str  # "cpu" | "gpu" | "accelerator"
+    name: str  # marketing / model name
+    target_json: str  # TVM target in dict form, as JSON (what code is generated for)
+    mcpu: str  # LLVM CPU name for CPU targets, "" otherwise
+    cores: int  # physical cores (CPU) or SMs / compute units
+    threads: int  # worker threads the runtime uses (TVM_NUM_THREADS)
+    clock_mhz: float
+    memory_gb: float
+    bandwidth_gbps: float  # memory bandwidth, GB/s
+    peak_fp32_gflops: float
+    peak_fp16_gflops: float
+    l1_kb: float  # per core
+    l2_kb: float  # per core (CPU) / whole chip (GPU)
+    l3_kb: float  # shared last-level cache (CPU) / shared memory per SM (GPU)
+    vector_bits: int  # widest SIMD register the target generates code for (0 = n/a)
+    isa: tuple[str, ...]  # ISA extensions the generated code may use
+    rpc_key: str = ""  # set for devices reached through a TVM RPC tracker
+    source: str = ""  # where the figures come from
+
+    def target(self):
+        import tvm
+
+        return tvm.target.Target(json.loads(self.target_json))
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), sort_keys=True, allow_nan=True)
+
+    @staticmethod
+    def from_json(text: str) -> "DeviceSpec":
+        d = json.loads(text)
+        d["isa"] = tuple(d.get("isa", ()))
+        return DeviceSpec(**d)
+
+    def feature_vector(self) -> list[float]:
+        """Numeric device features (CDMPP §4.3), log-scaled where the range spans decades."""
+        def lg(x: float) -> float:
+            return math.log2(x) if x and x > 0 and not math.isnan(x) else 0.0
+
+        return [lg(self.clock_mhz), lg(self.memory_gb), lg(self.bandwidth_gbps), float(self.cores),
+                float(self.threads), lg(self.peak_fp32_gflops), lg(self.peak_fp16_gflops), lg(self.l1_kb),
+                lg(self.l2_kb), lg(self.l3_kb), float(self.vector_bits)]
+
+
+Provider = Callable[[dict[str, str]], DeviceSpec]
+_PROVIDERS: dict[str, tuple[Provider, str]] = {}
+
+
+def register(name: str, provider: Provider, help: str) -> None:
+    _PROVIDERS[name] = (provider, help)
+
+
+def list_devices() -> list[str]:
+    return sorted(_PROVIDERS)
+
+
+def device_help(name: str) -> str:
+    return _PROVIDERS[name][1]
+
+
+def parse_device_id(device_id: str) -> tuple[str, dict[str, str]]:
+    name, _, rest = device_id.strip().partition(":")
+    opts: dict[str, str] = {}
+    for item in filter(None, rest.split(",")):
+        key, eq, value = item.partition("=")
+        if not eq or not key or not value:
+            raise PerfcastError(f"bad device option {item!r} in {device_id!r}; write NAME:key=value,key=value "
+                                "(e.g. local:mcpu=haswell,threads=1)")
+        opts[key.strip()] = value.strip()
+    return name, opts
+
+
+def get_device(device_id: str) -> DeviceSpec:
+    """Resolve a device id to its specification."""
+    name, opts = parse_device_id(device_id)
+    if name not in _PROVIDERS:
+        raise UnknownNameError("device", name, list_devices(), hint="see `perfcast devices`")
+    return _PROVIDERS[name][0](opts)

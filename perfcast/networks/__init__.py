@@ -1,0 +1,70 @@
+"""The network zoo: architectures written in plain torch.nn (random init, nothing is downloaded).
+
+`get_network(name).build(batch_size)` -> (module in eval mode, example inputs); `torch_to_relax(module, inputs)`
+imports it into Relax. Importing this package does not import torch: each factory imports its family module
+(`resnet.py`, `bert.py`, ...) on first call.
+
+Parameter counts (`published_params`) are those of the paper / reference implementation that each family module
+follows (see the `paper` field and tests/test_networks.py for sources).
+"""
+
+from __future__ import annotations
+
+from .base import (FAMILIES, LazyFactory, NetworkSpec, check_batch_size, count_params, get_network, list_networks,
+                   register)
+from .to_relax import torch_to_relax
+
+_TV = "torchvision.models reference implementation"
+
+
+def _spec(name: str, family: str, module: str, description: str, paper: str, params: int) -> None:
+    register(NetworkSpec(name=name, family=family, description=description, paper=paper, published_params=params,
+                         factory=LazyFactory(module, name)))
+
+
+_spec("resnet18", "cnn", "resnet", "ResNet-18, 224x224 RGB -> 1000 logits",
+      f"He et al., Deep Residual Learning for Image Recognition, CVPR 2016; {_TV}", 11_689_512)
+_spec("resnet50", "cnn", "resnet", "ResNet-50 (v1.5 bottleneck), 224x224 RGB -> 1000 logits",
+      f"He et al., Deep Residual Learning for Image Recognition, CVPR 2016; {_TV}", 25_557_032)
+_spec("vgg16", "cnn", "vgg", "VGG-16 (configuration D, no batch norm), 224x224 RGB -> 1000 logits",
+      "Simonyan & Zisserman, Very Deep Convolutional Networks for Large-Scale Image Recognition, ICLR 2015; "
+      f"{_TV}", 138_357_544)
+_spec("alexnet", "cnn", "alexnet", "AlexNet (single-tower, 64-192-384-256-256), 224x224 RGB -> 1000 logits",
+      "Krizhevsky et al., ImageNet Classification with Deep CNNs, NeurIPS 2012; Krizhevsky, One weird trick for "
+      f"parallelizing CNNs, 2014; {_TV}", 61_100_840)
+_spec("densenet121", "cnn", "densenet", "DenseNet-121 (k=32, blocks 6-12-24-16), 224x224 RGB -> 1000 logits",
+      f"Huang et al., Densely Connected Convolutional Networks, CVPR 2017; {_TV}", 7_978_856)
+_spec("squeezenet1_1", "cnn", "squeezenet", "SqueezeNet 1.1, 224x224 RGB -> 1000 logits",
+      "Iandola et al., SqueezeNet: AlexNet-level accuracy with 50x fewer parameters, arXiv:1602.07360 (v1.1 from "
+      f"github.com/forresti/SqueezeNet); {_TV}", 1_235_496)
+_spec("inception_v3", "cnn", "inception", "Inception-v3 without the auxiliary classifier (inference graph), "
+      "299x299 RGB -> 1000 logits",
+      "Szegedy et al., Rethinking the Inception Architecture for Computer Vision, CVPR 2016; "
+      f"{_TV} with aux_logits=False", 23_834_568)
+_spec("mobilenet_v2", "mobile", "mobilenet", "MobileNetV2 (width 1.0), 224x224 RGB -> 1000 logits",
+      f"Sandler et al., MobileNetV2: Inverted Residuals and Linear Bottlenecks, CVPR 2018; {_TV}", 3_504_872)
+_spec("mobilenet_v3_small", "mobile", "mobilenet", "MobileNetV3-Small (width 1.0), 224x224 RGB -> 1000 logits",
+      f"Howard et al., Searching for MobileNetV3, ICCV 2019; {_TV}", 2_542_856)
+_spec("mnasnet1_0", "mobile", "mobilenet", "MnasNet 1.0 (torchvision variant, no SE), 224x224 RGB -> 1000 logits",
+      f"Tan et al., MnasNet: Platform-Aware Neural Architecture Search for Mobile, CVPR 2019; {_TV}", 4_383_312)
+_spec("vit_tiny", "transformer", "vit", "ViT-Ti/16 (dim 192, depth 12, 3 heads, MLP 768), 224x224 RGB -> 1000 "
+      "logits",
+      "Dosovitskiy et al., An Image is Worth 16x16 Words, ICLR 2021; Touvron et al., DeiT, ICML 2021; "
+      "timm vit_tiny_patch16_224", 5_717_416)
+_spec("bert_tiny", "transformer", "bert", "BERT-Tiny encoder + pooler (2 layers, 128 hidden, 2 heads, 512 "
+      "intermediate), int64 token ids (batch, 128) -> (hidden states, pooled)",
+      "Turc et al., Well-Read Students Learn Better, arXiv:1908.08962 (google/bert_uncased_L-2_H-128_A-2); "
+      "HF BertModel", 4_385_920)
+_spec("bert_base", "transformer", "bert", "BERT-Base encoder + pooler (12 layers, 768 hidden, 12 heads, 3072 "
+      "intermediate), int64 token ids (batch, 128) -> (hidden states, pooled)",
+      "Devlin et al., BERT: Pre-training of Deep Bidirectional Transformers, NAACL 2019; HF BertModel "
+      "(bert-base-uncased)", 109_482_240)
+_spec("gpt2", "transformer", "gpt2", "GPT-2 small decoder with tied LM head (12 layers, 768 wide, 12 heads, "
+      "causal), int64 token ids (batch, 128) -> logits (batch, 128, 50257)",
+      "Radford et al., Language Models are Unsupervised Multitask Learners, 2019; HF GPT2LMHeadModel (gpt2)",
+      124_439_808)
+_spec("mlp", "mlp", "mlp", "MLP 784-512-512-10 with ReLU (MNIST), float32 (batch, 784) -> 10 logits",
+      "Keras example mnist_mlp.py (keras-team/keras)", 669_706)
+
+__all__ = ["FAMILIES", "LazyFactory", "NetworkSpec", "check_batch_size", "count_params", "get_network",
+           "list_networks", "register", "torch_to_relax"]

@@ -1,0 +1,75 @@
+"""Every path rule of perfcast in one place.
+
+A perfcast dataset is a directory::
+
+    DIR/
+      perfcast_dataset.json            marker: schema version, created, what produced it
+      records/part-*.parquet           measured programs (one row per program and device)
+      tasks/part-*.parquet             task table: workload key -> TIR of the unscheduled task
+      networks/part-*.parquet          network -> task mapping with weights (occurrences)
+      journal/*.jsonl                  records measured but not yet flushed to Parquet (crash safety)
+      collection/*.json                the settings and machine of each collection run
+      summary/latency_hist.png         written by `perfcast data summary`
+
+Partitions are only ever added (never rewritten), so git keeps every version of a growing dataset.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+MARKER = "perfcast_dataset.json"
+RECORDS = "records"
+TASKS = "tasks"
+NETWORKS = "networks"
+JOURNAL = "journal"
+COLLECTION = "collection"
+SUMMARY = "summary"
+
+
+def package_dir() -> Path:
+    return Path(__file__).resolve().parent
+
+
+def bundled_dataset_dir() -> Path:
+    """The dataset shipped with the package (collected on the development machine)."""
+    return package_dir() / "data" / "bundled"
+
+
+def cache_dir() -> Path:
+    """Per-user cache (probe results, worker scratch); override with PERFCAST_CACHE."""
+    root = os.environ.get("PERFCAST_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "perfcast"
+    )
+    p = Path(root)
+    p.mkdir(parents=True, exist_ok=True)
+    return p
+
+
+def marker(root: Path) -> Path:
+    return Path(root) / MARKER
+
+
+def records_dir(root: Path) -> Path:
+    return Path(root) / RECORDS
+
+
+def tasks_dir(root: Path) -> Path:
+    return Path(root) / TASKS
+
+
+def networks_dir(root: Path) -> Path:
+    return Path(root) / NETWORKS
+
+
+def journal_dir(root: Path) -> Path:
+    return Path(root) / JOURNAL
+
+
+def collection_dir(root: Path) -> Path:
+    return Path(root) / COLLECTION
+
+
+def summary_dir(root: Path) -> Path:
+    return Path(root) / SUMMARY

@@ -1,0 +1,230 @@
+"""Collecting: the isolated worker, random programs, the collector's resume guarantees (real TVM, tiny tasks)."""
+
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+
+import pytest
+
+from perfcast.collect.measure import MeasureConfig
+from perfcast.collect.worker import IsolatedRunner
+
+FAST = MeasureConfig(repeats=3, min_repeat_s=0.001, run_timeout_s=30, build_timeout_s=60)
+
+
+def _crash_mod():
+    import tvm
+    from tvm.script import tirx as T
+
+    @T.prim_func
+    def crash(A: T.Buffer((16,), "float32")):
+        for i in range(16):
+            A[i * 100000000] = T.float32(1)  # gigabytes past the end: SIGSEGV
+
+    return tvm.IRModule({"main": crash.with_attr("global_symbol", "main")})
+
+
+def _hang_mod():
+    import tvm
+    from tvm.script import tirx as T
+
+    @T.prim_func
+    def hang(A: T.Buffer((1,), "float32")):
+        for i in range(100000):
+            for j in range(100000):
+                A[0] = A[0] + T.float32(1)  # ~1e10 dependent adds: far beyond the timeout
+
+    return tvm.IRModule({"main": hang.with_attr("global_symbol", "main")})
+
+
+def test_worker_times_a_matmul(matmul64, target_json):
+    import tvm
+
+    with IsolatedRunner(1, FAST) as runner:
+        r = runner.run(tvm.ir.save_json(matmul64), target_json)
+    assert r["status"] == "ok", r
+    lats = r["latencies_s"]
+    assert len(lats) in (3, 6)  # 6 when re-measured for high spread
+    assert r["latency_s"] == statistics.median(lats)
+    assert r["latency_min_s"] == min(lats) and r["latency_max_s"] == max(lats)
+    # 2*64^3 = 524k flops: between 0.5 GFLOPS and 500 GFLOPS on any CPU
+    assert 1e-6 < r["latency_s"] < 1e-3
+    assert r["number"] >= 1 and r["latency_s"] * r["number"] >= 0.5e-3
+
+
+def test_worker_survives_crash_and_hang(matmul64, target_json):
+    import tvm
+
+    cfg = MeasureConfig(repeats=3, min_repeat_s=0.001, run_timeout_s=3, build_timeout_s=60)
+    with IsolatedRunner(1, cfg) as runner:
+        crashed = runner.run(tvm.ir.save_json(_crash_mod()), target_json)
+        assert crashed["status"] == "run_error"
+        assert "crashed the worker" in crashed["error"]
+        t0 = time.time()
+        hung = runner.run(tvm.ir.save_json(_hang_mod()), target_json)
+        assert hung["status"] == "timeout" and "exceeded 3 s" in hung["error"]
+        assert time.time() - t0 < 20
+        ok = runner.run(tvm.ir.save_json(matmul64), target_json)
+        assert ok["status"] == "ok"
+        assert runner.restarts == 2
+
+
+def test_build_error_is_a_record_not_a_crash(target_json):
+    import tvm
+    from tvm.script import tirx as T
+
+    @T.prim_func
+    def bad(A: T.Buffer((4,), "float32")):
+        for i in range(4):
+            A[i] = T.call_extern("float32", "perfcast_no_such_symbol", A[i])
+
+    with IsolatedRunner(1, FAST) as runner:
+        r = runner.run(tvm.ir.save_json(tvm.IRModule({"main": bad.with_attr("global_symbol", "main")})),
+                       target_json)
+    assert r["status"] in ("build_error", "run_error")
+    assert "perfcast_no_such_symbol" in r["error"]
+
+
+def test_random_programs_are_distinct_and_replayable(matmul64):
+    from perfcast._tvm.util import apply_trace, structural_key
+    from perfcast.collect.space import default_program, random_programs
+    from perfcast.devices import get_device
+
+    target = get_device("local:threads=1").target()
+    progs = []
+    for p in random_programs(matmul64, target, seed=3):
+        progs.append(p)
+        if len(progs) == 12:
+            break
+    hashes = [p.program_hash for p in progs]
+    assert len(set(hashes)) == 12
+    assert default_program(matmul64).program_hash not in hashes
+    rebuilt = apply_trace(matmul64, progs[5].trace_json)
+    assert structural_key(rebuilt["main"]) == progs[5].program_hash
+
+
+def test_mlp_tasks_and_weights():
+    from perfcast.collect.tasks import extract
+    from perfcast.devices import get_device
+
+    nt = extract("mlp", get_device("local").target())
+    # 784-512-512-10: three dense layers, the first two fused with ReLU, each once
+    assert sorted(t.weight for t in nt.tasks) == [1, 1, 1]
+    names = sorted(t.task_name for t in nt.tasks)
+    assert sum("relu" in n for n in names) == 2
+    again = extract("mlp", get_device("local").target())
+    assert {t.workload_key for t in nt.tasks} == {t.workload_key for t in again.tasks}
+
+
+def test_collect_mlp_then_rerun_adds_nothing(tmp_path):
+    from perfcast.collect.collector import CollectConfig, collect
+    from perfcast.data.store import Dataset
+
+    cfg = CollectConfig(networks=("mlp",), device="local:threads=1", programs_per_task=3, check_load=False,
+                        measure=FAST)
+    res = collect(cfg, str(tmp_path / "d"), log=lambda m: None, progress=False)
+    assert res.measured == 9 and res.by_status["ok"] == 9
+    t = Dataset(tmp_path / "d").read("records").to_pylist()
+    assert len(t) == 9
+    assert sum(r["schedule_kind"] == "default" for r in t) == 3
+    for r in t:
+        assert r["latency_s"] == statistics.median(r["latencies_s"])
+        assert r["networks"] == ["mlp"] and r["device_id"] == "local:threads=1"
+        assert json.loads(r["target_json"])["num-cores"] == 1
+    again = collect(cfg, str(tmp_path / "d"), log=lambda m: None, progress=False)
+    assert again.measured == 0
+    assert Dataset(tmp_path / "d").read("records").num_rows == 9
+
+
+def _export_unseen_onnx(path):
+    """A small CNN that is in no zoo: conv-bn-relu, depthwise conv, pooling, linear."""
+    import torch
+
+    class Unseen(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c1 = torch.nn.Conv2d(3, 12, 3, padding=1)
+            self.dw = torch.nn.Conv2d(12, 12, 3, padding=1, groups=12)
+            self.fc = torch.nn.Linear(12 * 8 * 8, 7)
+
+        def forward(self, x):
+            x = torch.relu(self.c1(x))
+            x = torch.nn.functional.max_pool2d(torch.relu(self.dw(x)), 2)
+            return self.fc(x.flatten(1))
+
+    torch.manual_seed(0)
+    torch.onnx.export(Unseen().eval(), (torch.randn(1, 3, 16, 16),), str(path), input_names=["x"],
+                      dynamic_axes={"x": {0: "batch"}}, dynamo=False)
+
+
+def _count(out):
+    from perfcast.data.store import Dataset
+
+    if not os.path.exists(os.path.join(out, "perfcast_dataset.json")):
+        return 0
+    return len(Dataset(out).record_ids())
+
+
+@pytest.mark.slow
+def test_sigkill_in_the_middle_then_rerun_measures_every_program_once(tmp_path):
+    from perfcast.data.store import Dataset
+
+    onnx_path = tmp_path / "unseen.onnx"
+    _export_unseen_onnx(onnx_path)
+    out = str(tmp_path / "d")
+    cmd = [sys.executable, "-m", "perfcast.cli.app", "collect", "--network", str(onnx_path), "--device",
+           "local:threads=1", "--programs-per-task", "6", "--out", out, "--no-load-check", "--json"]
+    proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.time() + 240
+    while _count(out) < 5 and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+    assert proc.poll() is None, proc.communicate()
+    os.killpg(proc.pid, signal.SIGKILL)  # the collector and its worker
+    proc.wait()
+    killed_at = _count(out)
+    assert killed_at >= 5
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    res = json.loads(done.stdout.strip().splitlines()[-1])
+    assert res["recovered"] >= 0
+    ds = Dataset(out)
+    recs = ds.read("records", ["record_id", "workload_key", "program_hash", "status"]).to_pylist()
+    keys = [(r["workload_key"], r["program_hash"]) for r in recs]
+    assert len(keys) == len(set(keys))  # every program once
+    tasks = {r["workload_key"] for r in ds.read("tasks").to_pylist()}
+    per_task = {k: sum(r["workload_key"] == k for r in recs) for k in tasks}
+    assert all(1 <= n <= 6 for n in per_task.values())
+    assert sum(n == 6 for n in per_task.values()) >= len(tasks) - 2  # tiny elementwise spaces may run dry
+    assert len(recs) == killed_at + res["measured"] - 0 or len(recs) >= killed_at
+    assert not list((tmp_path / "d" / "journal").glob("*.jsonl"))
+
+
+def test_bad_inputs_one_line_errors(tmp_path):
+    from perfcast.collect.tasks import to_relax
+    from perfcast.errors import PerfcastError, UnknownNameError
+
+    with pytest.raises(UnknownNameError, match="unknown network 'resnet9000'.*resnet50"):
+        to_relax("resnet9000")
+    junk = tmp_path / "junk.onnx"
+    junk.write_bytes(b"definitely not protobuf")
+    with pytest.raises(PerfcastError, match="cannot read ONNX file .*junk.onnx"):
+        to_relax(str(junk))
+    with pytest.raises(PerfcastError, match="batch size 0 makes no sense"):
+        to_relax("mlp", batch_size=0)
+    with pytest.raises(PerfcastError, match="not found"):
+        to_relax(str(tmp_path / "missing.onnx"))
+
+
+def test_load_monitor_sees_another_process():
+    from perfcast.collect.load import LoadMonitor
+
+    mon = LoadMonitor(max_foreign_cores=0.3)
+    mon.mark(())
+    busy = subprocess.Popen([sys.executable, "-c", "import time\nt=time.time()\nwhile time.time()-t<1.5: pass"])
+    busy.wait()
+    assert mon.foreign_cores() > 0.5
+    assert mon.was_loaded()

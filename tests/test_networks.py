@@ -1,0 +1,141 @@
+"""The network zoo (perfcast.networks): registry, published parameter counts, output shapes, Relax import."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from perfcast.errors import PerfcastError, UnknownNameError
+from perfcast.networks import FAMILIES, count_params, get_network, list_networks, torch_to_relax
+
+# Published parameter counts, independent of our code. Sources:
+#  TV  = torchvision model docs, `num_params` of the ImageNet weights (pytorch.org/vision/stable/models.html)
+#  timm, HF = the reference implementations' model.num_parameters() / published model cards
+PUBLISHED = {
+    "resnet18": 11_689_512,  # TV ResNet18_Weights.IMAGENET1K_V1
+    "resnet50": 25_557_032,  # TV ResNet50_Weights.IMAGENET1K_V1
+    "vgg16": 138_357_544,  # TV VGG16_Weights.IMAGENET1K_V1
+    "alexnet": 61_100_840,  # TV AlexNet_Weights.IMAGENET1K_V1
+    "densenet121": 7_978_856,  # TV DenseNet121_Weights.IMAGENET1K_V1
+    "squeezenet1_1": 1_235_496,  # TV SqueezeNet1_1_Weights.IMAGENET1K_V1
+    "mobilenet_v2": 3_504_872,  # TV MobileNet_V2_Weights.IMAGENET1K_V1
+    "mobilenet_v3_small": 2_542_856,  # TV MobileNet_V3_Small_Weights.IMAGENET1K_V1
+    "mnasnet1_0": 4_383_312,  # TV MNASNet1_0_Weights.IMAGENET1K_V1
+    # TV Inception_V3_Weights.IMAGENET1K_V1 lists 27,161,264 WITH the auxiliary classifier. The zoo builds the
+    # inference graph (aux_logits=False): minus InceptionAux = conv0 (768*128 + 2*128) + conv1 (128*768*25 + 2*768)
+    # + fc (768*1000 + 1000) = 3,326,696  ->  23,834,568.
+    "inception_v3": 27_161_264 - 3_326_696,
+    "vit_tiny": 5_717_416,  # timm vit_tiny_patch16_224 (5.7M in the timm results tables)
+    # HF BertModel (bert-base-uncased) incl. the pooler (768*768 + 768 = 590,592); 108,891,648 without it.
+    "bert_base": 109_482_240,
+    # HF BertModel with the google/bert_uncased_L-2_H-128_A-2 config incl. pooler (hub page of prajjwal1/bert-tiny:
+    # 4.39M params).
+    "bert_tiny": 4_385_920,
+    "gpt2": 124_439_808,  # HF GPT2LMHeadModel "gpt2" (124M), LM head tied to wte (counted once)
+    "mlp": 669_706,  # Keras examples/mnist_mlp.py model.summary(): "Total params: 669,706"
+}
+
+REQUIRED = {"resnet18", "resnet50", "mobilenet_v2", "bert_tiny", "bert_base", "vgg16", "densenet121",
+            "squeezenet1_1", "vit_tiny", "gpt2", "mlp"}
+
+
+def test_zoo_has_the_required_networks():
+    names = list_networks()
+    assert REQUIRED <= set(names)
+    assert {"mobilenet_v3_small", "mnasnet1_0", "alexnet"} & set(names)
+    assert len(names) >= 12
+    assert set(names) == set(PUBLISHED), "every zoo network needs a published count in this test"
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED))
+def test_spec_fields(name):
+    spec = get_network(name)
+    assert spec.name == name
+    assert spec.family in FAMILIES
+    assert spec.description and spec.paper
+    assert spec.published_params == PUBLISHED[name]
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED))
+def test_parameter_count_matches_published(name):
+    import torch
+
+    with torch.device("meta"):  # shapes only: no memory, no init cost
+        module, _ = get_network(name).build(1)
+    assert count_params(module) == PUBLISHED[name]
+
+
+@pytest.mark.parametrize("batch", [1, 2])
+@pytest.mark.parametrize("name, input_shapes, output_shapes", [
+    ("mlp", [(784,)], [(10,)]),
+    ("resnet18", [(3, 224, 224)], [(1000,)]),
+    ("bert_tiny", [(128,)], [(128, 128), (128,)]),  # (last hidden state, pooled)
+])
+def test_output_shapes(name, input_shapes, output_shapes, batch):
+    import torch
+
+    module, inputs = get_network(name).build(batch)
+    assert not module.training
+    assert [tuple(x.shape) for x in inputs] == [(batch, *s) for s in input_shapes]
+    if name == "bert_tiny":
+        assert inputs[0].dtype == torch.int64
+    else:
+        assert inputs[0].dtype == torch.float32
+    with torch.no_grad():
+        out = module(*inputs)
+    outs = out if isinstance(out, tuple) else (out,)
+    assert [tuple(o.shape) for o in outs] == [(batch, *s) for s in output_shapes]
+
+
+def test_build_is_deterministic_and_keeps_global_rng():
+    import torch
+
+    torch.manual_seed(123)
+    before = torch.rand(1)
+    torch.manual_seed(123)
+    m1, x1 = get_network("mlp").build(1)
+    after = torch.rand(1)
+    m2, x2 = get_network("mlp").build(1)
+    assert before == after
+    assert torch.equal(x1[0], x2[0])
+    assert all(torch.equal(a, b) for a, b in zip(m1.state_dict().values(), m2.state_dict().values()))
+
+
+def test_unknown_name():
+    with pytest.raises(UnknownNameError, match="unknown network 'nope'") as err:
+        get_network("nope")
+    assert "resnet18" in str(err.value) and ".onnx" in str(err.value)
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, "2", True, None])
+def test_bad_batch_size(bad):
+    spec = get_network("mlp")
+    with pytest.raises(PerfcastError, match="bad batch size") as err:
+        spec.build(bad)
+    assert "\n" not in str(err.value) and repr(bad) in str(err.value)
+    with pytest.raises(PerfcastError, match="bad batch size"):
+        spec.factory(bad)
+
+
+def test_importing_the_zoo_does_not_import_torch():
+    import os
+    from pathlib import Path
+
+    import perfcast
+
+    root = str(Path(perfcast.__file__).resolve().parent.parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+    code = ("import sys, perfcast; pre = 'torch' in sys.modules; import perfcast.networks as n; "
+            "n.list_networks(); sys.exit(0 if pre or 'torch' not in sys.modules else 1)")
+    assert subprocess.run([sys.executable, "-c", code], env=env).returncode == 0
+
+
+@pytest.mark.parametrize("name", ["mlp", "bert_tiny"])
+def test_torch_to_relax(name):
+    import tvm
+
+    mod = torch_to_relax(*get_network(name).build(1))
+    assert isinstance(mod, tvm.IRModule)
+    assert "main" in [gv.name_hint for gv in mod.get_global_vars()]
