@@ -223,7 +223,7 @@ def test_load_monitor_sees_another_process():
     from perfcast.collect.load import LoadMonitor
 
     mon = LoadMonitor(max_foreign_cores=0.3)
-    mon.mark(())
+    mon.mark()
     busy = subprocess.Popen([sys.executable, "-c", "import time\nt=time.time()\nwhile time.time()-t<1.5: pass"])
     busy.wait()
     assert mon.foreign_cores() > 0.5

@@ -24,6 +24,7 @@ from ..data.schema import MeasureRecord
 from ..data.store import Dataset
 from ..devices import DeviceSpec, get_device
 from ..errors import PerfcastError
+from .base import Runner
 from .load import LoadMonitor
 from .measure import MeasureConfig
 from .space import default_program, random_programs, stable_seed
@@ -106,7 +107,7 @@ def _load_tasks(ds: Dataset, cfg: CollectConfig, target, log) -> tuple[dict[str,
     return tasks, nets_of
 
 
-def _make_runner(spec: DeviceSpec, mcfg: MeasureConfig):
+def _make_runner(spec: DeviceSpec, mcfg: MeasureConfig) -> Runner:
     if spec.rpc_key:
         from .rpc import RPCRunner
 
@@ -144,8 +145,10 @@ def collect(cfg: CollectConfig, out: str, log: Callable[[str], None] = print, pr
     info = {"started": _now(), "config": {**asdict(cfg), "measure": asdict(cfg.measure)},
             "device": json.loads(spec.to_json()), "host": platform.node(), "python": platform.python_version(),
             "tvm_version": tvm.__version__, "perfcast_version": __version__, "tasks": len(tasks)}
+    info_path = ds.write_collection_info({**info, "status": "running"})
     monitor = LoadMonitor(enabled=cfg.check_load)
     runner = _make_runner(spec, cfg.measure)
+    _stop_on_sigterm()
     journal = ds.journal()
     spec_json, target_json = spec.to_json(), spec.target_json
     tvm_version = tvm.__version__
@@ -156,7 +159,6 @@ def collect(cfg: CollectConfig, out: str, log: Callable[[str], None] = print, pr
     bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                    TextColumn("{task.fields[rate]:.0f}/min"), TimeElapsedColumn(), TextColumn("ETA"),
                    TimeRemainingColumn(), disable=not progress, transient=False)
-    pid_of = (lambda: (runner._proc.pid,) if getattr(runner, "_proc", None) else ())
     try:
         with bar:
             bar_task = bar.add_task("collecting", total=todo, rate=0.0)
@@ -178,9 +180,9 @@ def collect(cfg: CollectConfig, out: str, log: Callable[[str], None] = print, pr
                             continue
                         mod_json = tvm.ir.save_json(prog.mod)
                         while True:
-                            monitor.mark(pid_of())
+                            monitor.mark()
                             r = runner.run(mod_json, target_json)
-                            if not monitor.was_loaded():
+                            if r["status"] == "timeout" or not monitor.was_loaded():
                                 break
                             res.pauses += 1
                             monitor.wait_until_quiet(lambda m: bar.console.print(f"[yellow]warning:[/] {m}"))
@@ -205,10 +207,25 @@ def collect(cfg: CollectConfig, out: str, log: Callable[[str], None] = print, pr
         runner.close()
         res.seconds = time.time() - t_start
         res.worker_restarts = getattr(runner, "restarts", 0)
-        info.update(finished=_now(), measured=res.measured, by_status=dict(res.by_status),
-                    seconds=round(res.seconds, 1), load_pauses=res.pauses)
-        ds.write_collection_info(info)
+        info.update(status="finished", finished=_now(), measured=res.measured, by_status=dict(res.by_status),
+                    seconds=round(res.seconds, 1), load_pauses=res.pauses, worker_restarts=res.worker_restarts)
+        ds.write_collection_info(info, info_path)
     return res
+
+
+class Stopped(KeyboardInterrupt):
+    """SIGTERM: stop like Ctrl-C, so the journal is flushed and the run's info is written."""
+
+
+def _stop_on_sigterm() -> None:
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        def handler(signum, frame):
+            raise Stopped()
+
+        signal.signal(signal.SIGTERM, handler)
 
 
 def _programs(task: Task, target, seed: int, pass_i: int):

@@ -26,31 +26,32 @@ class LoadMonitor:
         self._me = psutil.Process()
         self.pauses = 0
         self.paused_s = 0.0
-        self.mark(())
+        self.mark()
 
-    def _ours(self, pids) -> float:
-        total = 0.0
-        for proc in [self._me, *[psutil.Process(p) for p in pids if p and psutil.pid_exists(p)]]:
+    def _ours(self) -> float:
+        """CPU seconds of this process and all its children, live ones and reaped ones (a killed worker's too)."""
+        ct = self._me.cpu_times()
+        total = ct.user + ct.system + ct.children_user + ct.children_system
+        for child in self._me.children(recursive=True):
             try:
-                ct = proc.cpu_times()
-                total += ct.user + ct.system
+                c = child.cpu_times()
+                total += c.user + c.system
             except psutil.NoSuchProcess:
-                pass
+                pass  # reaped meanwhile: counted in children_* from now on (a window may under-count once)
         return total
 
-    def mark(self, pids) -> None:
-        """Start a measurement window (pids: the worker processes whose CPU counts as ours)."""
-        self._pids = tuple(pids)
+    def mark(self) -> None:
+        """Start a measurement window."""
         self._t = time.monotonic()
         self._busy = _busy_seconds()
-        self._own = self._ours(self._pids)
+        self._own = self._ours()
 
     def foreign_cores(self) -> float:
         """Average cores used by other processes since `mark`."""
         dt = time.monotonic() - self._t
         if dt <= 0:
             return 0.0
-        foreign = (_busy_seconds() - self._busy) - (self._ours(self._pids) - self._own)
+        foreign = (_busy_seconds() - self._busy) - (self._ours() - self._own)
         return max(0.0, foreign / dt)
 
     def was_loaded(self) -> bool:
@@ -63,7 +64,7 @@ class LoadMonitor:
         t0 = time.monotonic()
         warned = False
         while True:
-            self.mark(self._pids)
+            self.mark()
             time.sleep(self.quiet_s)
             used = self.foreign_cores()
             if used <= self.max_foreign_cores:

@@ -22,8 +22,8 @@ class MeasureConfig:
     min_repeat_s: float = 0.005  # each repeat runs the kernel `number` times for at least this long
     max_number: int = 10_000
     max_cv: float = 0.05  # re-measure once (with twice the repeats) when std/mean exceeds this
-    build_timeout_s: float = 120.0
-    run_timeout_s: float = 120.0
+    build_timeout_s: float = 60.0
+    run_timeout_s: float = 60.0
 
 
 def make_args(shapes: list, device):

@@ -154,11 +154,14 @@ class Dataset:
             jp.unlink()
         return n
 
-    def write_collection_info(self, info: dict) -> Path:
+    def write_collection_info(self, info: dict, path: Path | None = None) -> Path:
+        """Write (or, given `path`, update) the JSON describing one collection run: machine, settings, counts."""
         d = paths.collection_dir(self.root)
         d.mkdir(parents=True, exist_ok=True)
-        p = d / f"run-{_dt.datetime.now(_dt.timezone.utc).strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}.json"
-        p.write_text(json.dumps(info, indent=1, sort_keys=True))
+        p = path or d / f"run-{_dt.datetime.now(_dt.timezone.utc).strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}.json"
+        tmp = p.with_suffix(".tmp")
+        tmp.write_text(json.dumps(info, indent=1, sort_keys=True, default=str))
+        os.replace(tmp, p)
         return p
 
 

@@ -38,6 +38,7 @@ class DeviceSpec:
     isa: tuple[str, ...]  # ISA extensions the generated code may use
     rpc_key: str = ""  # set for devices reached through a TVM RPC tracker
     source: str = ""  # where the figures come from
+    rpc_tracker: str = ""  # HOST:PORT of the RPC tracker ("": $TVM_TRACKER_HOST:$TVM_TRACKER_PORT or 127.0.0.1:9190)
 
     def target(self):
         import tvm

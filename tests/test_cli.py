@@ -1,0 +1,86 @@
+"""The CLI: help texts with examples, one-line errors, the collect command end to end on a user network."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from perfcast.cli.app import app
+
+runner = CliRunner()
+
+
+def _cli(*args, env=None):
+    """Run the real console entry point (the top-level error handler included)."""
+    return subprocess.run([sys.executable, "-m", "perfcast.cli.app", *args], capture_output=True, text=True,
+                          timeout=600, env=env)
+
+
+@pytest.mark.parametrize("cmd", [["collect"], ["devices"], ["data", "summary"], ["data", "import"]])
+def test_every_command_has_help_with_an_example(cmd):
+    res = runner.invoke(app, [*cmd, "--help"])
+    assert res.exit_code == 0
+    assert "Example: perfcast " + cmd[0] in " ".join(res.output.split())
+
+
+def test_unknown_network_is_one_line(tmp_path):
+    res = _cli("collect", "--network", "resnet9000", "--out", str(tmp_path / "d"))
+    assert res.returncode == 2
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith("error: unknown network 'resnet9000'") and "resnet50" in lines[0]
+
+
+def test_unknown_device_is_one_line(tmp_path):
+    res = _cli("collect", "--network", "mlp", "--device", "tpu9", "--out", str(tmp_path / "d"))
+    assert res.returncode == 2
+    assert res.stderr.strip().splitlines() == [res.stderr.strip()]
+    assert "unknown device 'tpu9'" in res.stderr and "local" in res.stderr
+
+
+def test_unreadable_onnx_is_one_line(tmp_path):
+    bad = tmp_path / "broken.onnx"
+    bad.write_text("not an onnx model")
+    res = _cli("collect", "--network", str(bad), "--out", str(tmp_path / "d"))
+    assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1
+    assert "cannot read ONNX file" in res.stderr and "broken.onnx" in res.stderr
+
+
+def test_debug_env_shows_traceback(tmp_path):
+    import os
+
+    res = _cli("collect", "--network", "resnet9000", "--out", str(tmp_path / "d"),
+               env={**os.environ, "PERFCAST_DEBUG": "1"})
+    assert res.returncode != 0 and "Traceback" in res.stderr
+
+
+def test_collect_a_python_factory_network(tmp_path):
+    f = tmp_path / "mynet.py"
+    f.write_text(
+        "import torch\n"
+        "def build(batch_size):\n"
+        "    torch.manual_seed(0)\n"
+        "    m = torch.nn.Sequential(torch.nn.Linear(32, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4)).eval()\n"
+        "    return m, (torch.randn(batch_size, 32),)\n"
+    )
+    out = tmp_path / "d"
+    res = _cli("collect", "--network", f"{f}:build", "--device", "local:threads=1", "--programs-per-task", "2",
+               "--out", str(out), "--batch-size", "2", "--no-load-check", "--json")
+    assert res.returncode == 0, res.stderr
+    summary = json.loads(res.stdout.strip().splitlines()[-1])
+    assert summary["tasks"] >= 2
+    assert summary["measured"] == 2 * summary["tasks"]  # the default kernel + one random program each
+    from perfcast.data.store import Dataset
+
+    nets = Dataset(out).read("networks").to_pylist()
+    assert {r["network"] for r in nets} == {"mynet:build"} and {r["batch_size"] for r in nets} == {2}
+    assert all(r["source"].endswith("mynet.py:build") for r in nets)
+
+
+def test_bad_factory_spec(tmp_path):
+    f = tmp_path / "m.py"
+    f.write_text("x = 1\n")
+    res = _cli("collect", "--network", f"{f}:nothere", "--out", str(tmp_path / "d"))
+    assert res.returncode == 2 and "has no function 'nothere'" in res.stderr
