@@ -1,0 +1,96 @@
+from __future__ import annotations
+
+import json
+from typing import Optional
+
+import typer
+
+SUMMARY_HELP = ("Summarize a perfcast dataset (the bundled one when DIR is omitted): records by status, networks, "
+                "tasks, devices, duplicates, programs per task, latency percentiles and spread; writes a histogram "
+                "of log10(latency) per device as PNG.")
+SUMMARY_EXAMPLE = "Example: perfcast data summary runs/r18 --json"
+
+IMPORT_HELP = ("Import a TVM meta-schedule JSON database (a directory with database_workload.json and "
+               "database_tuning_record.json, as written by ms.tune_tir(..., database='json')) into a perfcast "
+               "dataset: one record per tuning record, latency = median of its run_secs. Re-importing adds nothing.")
+IMPORT_EXAMPLE = "Example: perfcast data import work_dir/ --out runs/imported --device local"
+
+
+def _fmt(x) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, float):
+        return f"{x:.4g}"
+    return str(x)
+
+
+def _ms(x) -> str:
+    """Seconds with a readable unit."""
+    if x is None:
+        return "-"
+    for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs")):
+        if abs(x) >= scale:
+            return f"{x / scale:.3g} {unit}"
+    return f"{x * 1e9:.3g} ns"
+
+
+def summary(
+    dir: Optional[str] = typer.Argument(None, help="dataset directory (omit for the bundled dataset)"),
+    json_out: bool = typer.Option(False, "--json", help="print the summary as JSON"),
+    plot: Optional[str] = typer.Option(None, help="write the latency histogram to this PNG file instead"),
+) -> None:
+    from ..data.summary import summarize
+
+    s = summarize(dir, plot=plot)
+    if json_out:
+        print(json.dumps(s))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    t = Table(title=f"perfcast dataset {s['root']}", show_header=False)
+    t.add_column("", style="bold")
+    t.add_column("")
+    t.add_row("records", f"{s['records']} ({', '.join(f'{k} {v}' for k, v in s['by_status'].items())})")
+    t.add_row("ok records", str(s["ok_records"]))
+    if s["journal_pending"]:
+        t.add_row("in journal (not flushed)", str(s["journal_pending"]))
+    t.add_row("tasks with ok records", f"{s['tasks']} of {s['tasks_total']} in the task table")
+    t.add_row("networks", f"{s['networks']}: {', '.join(s['network_names'])}" if s["networks"] else "0")
+    t.add_row("devices", ", ".join(f"{d} ({s['ok_records_by_device'].get(d, 0)} ok)" for d in s["device_ids"]))
+    t.add_row("duplicates", str(s["duplicates"]))
+    p = s["programs_per_task"]
+    t.add_row("ok programs per task", f"median {_fmt(p['median'])}, min {_fmt(p['min'])}, max {_fmt(p['max'])}")
+    lat = s["latency_s"]
+    t.add_row("latency", ", ".join(f"{k} {_ms(v)}" for k, v in lat.items()))
+    t.add_row("median cv of repeats", _fmt(s["cv_median"]))
+    t.add_row("remeasured", "-" if s["remeasured"] is None else f"{100 * s['remeasured']:.1f} %")
+    console.print(t)
+    if s["per_network"]:
+        nt = Table(title="per network")
+        for c in ("network", "batch sizes", "tasks", "tasks with records", "ok records"):
+            nt.add_column(c, justify="left" if c == "network" else "right")
+        for name, v in s["per_network"].items():
+            nt.add_row(name, ",".join(map(str, v["batch_sizes"])), str(v["tasks"]), str(v["tasks_with_records"]),
+                       str(v["ok_records"]))
+        console.print(nt)
+    print(f"histogram: {s['plot']}" if s["plot"] else "histogram: none (no ok records)")
+
+
+def import_db(
+    db: str = typer.Argument(..., help="meta-schedule JSON database directory (work_dir of ms.tune_tir)"),
+    out: str = typer.Option(..., help="dataset directory (created if missing)"),
+    device: str = typer.Option("local", help="device the database was measured on (see `perfcast devices`)"),
+    json_out: bool = typer.Option(False, "--json", help="print the result as JSON"),
+) -> None:
+    from ..data.importer import import_database
+
+    res = import_database(db, out, device=device)
+    if json_out:
+        print(json.dumps(res))
+    else:
+        st = ", ".join(f"{k} {v}" for k, v in sorted(res["by_status"].items())) or "nothing new"
+        print(f"imported {res['imported']} of {res['tuning_records']} tuning records ({st}) of {res['tasks']} "
+              f"tasks; {res['skipped_existing']} already in the dataset, {res['duplicates_in_db']} repeated "
+              f"programs; dataset: {res['out']}")

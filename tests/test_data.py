@@ -1,0 +1,210 @@
+"""`perfcast data import` / `perfcast data summary` on a real (tiny) meta-schedule tuning database."""
+
+import json
+import math
+import os
+import shutil
+import statistics
+import tempfile
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from perfcast import paths
+from perfcast.data.importer import NO_RUN_SECS, database_records, import_database
+from perfcast.data.schema import MeasureRecord, from_row
+from perfcast.data.store import Dataset
+from perfcast.data.summary import summarize
+from perfcast.errors import PerfcastError
+
+DEVICE = "local:threads=1"
+
+
+def _valid(secs) -> bool:
+    return bool(secs) and all(math.isfinite(s) and s < 1e9 for s in secs)
+
+
+def _program_hash(workload_mod, trace) -> str:
+    from tvm.s_tir import Schedule
+
+    from perfcast._tvm.util import main_func, structural_key
+
+    sch = Schedule(workload_mod)
+    trace.apply_to_schedule(sch, remove_postproc=False)
+    return structural_key(main_func(sch.mod))
+
+
+@pytest.fixture(scope="module")
+def tuned_db(tmp_path_factory, matmul64, target_json):
+    """ms.tune_tir, 8 replay-trace trials of a 64^3 matmul, plus one record without run_secs (a failed run)."""
+    import tvm
+    from tvm.ir.utils import derived_object
+    from tvm.s_tir import meta_schedule as ms
+    from tvm.s_tir.meta_schedule.builder import BuilderResult, PyBuilder
+
+    from perfcast._tvm.util import load_x86_intrinsics
+
+    load_x86_intrinsics()  # the stock LocalBuilder imports every backend's intrinsics (40 s): build in process
+
+    @derived_object
+    class InProcessBuilder(PyBuilder):
+        def build(self, build_inputs):
+            out = []
+            for inp in build_inputs:
+                try:
+                    lib = tvm.tirx.build(inp.mod, target=inp.target)
+                    # RemoveBuildArtifact deletes the artifact's whole directory: give each its own
+                    path = os.path.join(tempfile.mkdtemp(prefix="perfcast-test-build-"), "lib.so")
+                    lib.export_library(path)
+                    out.append(BuilderResult(path, None))
+                except Exception as e:  # noqa: BLE001
+                    out.append(BuilderResult(None, str(e)))
+            return out
+
+    work_dir = str(tmp_path_factory.mktemp("msdb"))
+    target = tvm.target.Target(json.loads(target_json))
+    runner = ms.runner.LocalRunner(evaluator_config=ms.runner.EvaluatorConfig(number=2, repeat=3, min_repeat_ms=0))
+    ms.tune_tir(matmul64, target, work_dir, max_trials_global=8, num_trials_per_iter=8, builder=InProcessBuilder(),
+                runner=runner, cost_model="random", strategy="replay-trace", num_tuning_cores=1, seed=0)
+    db = ms.database.JSONDatabase(work_dir=work_dir)
+    wl = db.commit_workload(matmul64)
+    db.commit_tuning_record(ms.database.TuningRecord(tvm.s_tir.schedule.Trace([], {}), wl, None, target, None))
+    return work_dir
+
+
+@pytest.fixture(scope="module")
+def imported(tuned_db, tmp_path_factory):
+    out = str(tmp_path_factory.mktemp("ds") / "imported")
+    return import_database(tuned_db, out, device=DEVICE), out
+
+
+def _records(out) -> list[MeasureRecord]:
+    return [from_row(MeasureRecord, r) for r in Dataset(out).read("records").to_pylist()]
+
+
+def test_import_gives_one_record_per_program_with_median_latency(tuned_db, imported):
+    import tvm
+
+    from perfcast._tvm.util import apply_trace, main_func, structural_key
+
+    res, out = imported
+    db = database_records(tuned_db)
+    assert len(db) == 9 and res["tuning_records"] == 9 and res["tasks"] == 1
+    valid = [r for r in db if _valid(r.run_secs)]
+    assert len(valid) == 8 and sum(1 for r in db if r.run_secs is None) == 1
+    # the same program may be sampled twice: the dataset keeps it once (the first in database order)
+    first_by_hash = {}
+    for r in db:
+        first_by_hash.setdefault(_program_hash(r.workload_mod, r.trace), r)
+    recs = _records(out)
+    by_hash = {r.program_hash: r for r in recs}
+    assert set(by_hash) == set(first_by_hash) and len(recs) == len(first_by_hash) == res["imported"]
+    ok = [r for r in recs if r.status == "ok"]
+    assert len(ok) == len({h for h, r in first_by_hash.items() if _valid(r.run_secs)})
+    assert len(ok) == len(valid) - res["duplicates_in_db"]
+    assert res["by_status"].get("ok") == len(ok)
+
+    for h, r in first_by_hash.items():
+        rec = by_hash[h]
+        assert rec.task_name == "C" and rec.schedule_kind == "imported" and rec.number == 0
+        assert rec.networks == () and rec.task_weight == 1
+        if _valid(r.run_secs):
+            assert rec.latency_s == statistics.median(r.run_secs)
+            assert rec.latencies_s == tuple(r.run_secs) and len(rec.latencies_s) == 3
+            assert rec.latency_min_s == min(r.run_secs) and rec.latency_max_s == max(r.run_secs)
+        else:
+            assert rec.status == "run_error" and rec.error == NO_RUN_SECS and math.isnan(rec.latency_s)
+
+    rec = ok[0]
+    # the stored TIR and the stored trace both rebuild the very program that was hashed
+    assert structural_key(main_func(tvm.script.from_source(rec.tir_script))) == rec.program_hash
+    task = Dataset(out).read("tasks").to_pylist()
+    assert [t["workload_key"] for t in task] == [rec.workload_key]
+    task_mod = tvm.script.from_source(task[0]["tir_script"])
+    assert structural_key(main_func(task_mod)) == rec.workload_key
+    assert structural_key(main_func(apply_trace(task_mod, rec.trace_json))) == rec.program_hash
+    assert json.loads(rec.target_json)["kind"] == "llvm"
+
+
+def test_reimport_adds_nothing(tuned_db, imported):
+    res, out = imported
+    again = import_database(tuned_db, out, device=DEVICE)
+    assert again["imported"] == 0 and again["new_tasks"] == 0
+    assert again["skipped_existing"] == res["imported"]
+    assert len(_records(out)) == res["imported"]
+
+
+def test_summary_of_the_imported_dataset(imported):
+    res, out = imported
+    s = summarize(out)
+    recs = _records(out)
+    ok_lat = [r.latency_s for r in recs if r.status == "ok"]
+    assert s["ok_records"] == len(ok_lat) == res["by_status"]["ok"]
+    assert s["records"] == len(recs) and s["by_status"]["run_error"] == 1
+    assert s["tasks"] == 1 and s["tasks_total"] == 1 and s["devices"] == 1 and s["duplicates"] == 0
+    assert s["networks"] == 0 and s["network_names"] == []
+    assert s["latency_s"]["median"] == pytest.approx(float(np.median(ok_lat)), rel=1e-12)
+    assert s["latency_s"]["min"] == min(ok_lat) and s["latency_s"]["max"] == max(ok_lat)
+    assert s["programs_per_task"] == {"median": len(ok_lat), "min": len(ok_lat), "max": len(ok_lat)}
+    assert s["plot"] == str(paths.summary_dir(out) / "latency_hist.png")
+    assert os.path.getsize(s["plot"]) > 1000
+    json.dumps(s, allow_nan=False)  # JSON-able, no NaN
+
+
+def test_summary_counts_duplicates(imported, tmp_path):
+    _, out = imported
+    rec = next(r for r in _records(out) if r.status == "ok")
+    ds = Dataset(tmp_path / "dup", create=True)
+    ds._write_part("records", [rec])
+    ds._write_part("records", [rec])
+    s = summarize(str(tmp_path / "dup"), plot=str(tmp_path / "h.png"))
+    assert s["duplicates"] == 1 and s["records"] == 2
+    assert s["plot"] == str(tmp_path / "h.png") and os.path.getsize(tmp_path / "h.png") > 0
+
+
+def test_errors_are_one_line(imported, tmp_path, monkeypatch):
+    _, out = imported
+    (tmp_path / "plain").mkdir()
+    with pytest.raises(PerfcastError, match="not a perfcast dataset"):
+        summarize(str(tmp_path / "plain"))
+    with pytest.raises(PerfcastError, match="database_workload.json"):
+        import_database(str(tmp_path / "plain"), str(tmp_path / "o"))
+    assert not (tmp_path / "o").exists()
+
+    empty = tmp_path / "empty"
+    Dataset(empty, create=True)
+    with pytest.raises(PerfcastError, match="has no records"):
+        summarize(str(empty))
+
+    old = tmp_path / "old"
+    shutil.copytree(out, old)
+    meta = json.loads(paths.marker(old).read_text())
+    meta["schema_version"] = 999
+    paths.marker(old).write_text(json.dumps(meta))
+    with pytest.raises(PerfcastError, match="schema version 999"):
+        summarize(str(old))
+
+    monkeypatch.setattr(paths, "bundled_dataset_dir", lambda: tmp_path / "nothing")
+    with pytest.raises(PerfcastError, match="the bundled dataset is missing: reinstall perfcast"):
+        summarize(None)
+
+
+def test_cli_summary_and_import_json(tuned_db, imported):
+    from perfcast.cli.app import app
+
+    _, out = imported
+    runner = CliRunner()
+    res = runner.invoke(app, ["data", "summary", out, "--json"])
+    assert res.exit_code == 0, res.output
+    s = json.loads(res.stdout)
+    assert {"ok_records", "networks", "tasks", "devices", "duplicates"} <= set(s)
+    assert s["tasks"] == 1 and s["devices"] == 1
+
+    res = runner.invoke(app, ["data", "import", tuned_db, "--out", out, "--device", DEVICE, "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["imported"] == 0
+
+    res = runner.invoke(app, ["data", "summary", out])
+    assert res.exit_code == 0, res.output
+    assert "latency_hist.png" in res.stdout
