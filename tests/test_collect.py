@@ -223,8 +223,13 @@ def test_load_monitor_sees_another_process():
     from perfcast.collect.load import LoadMonitor
 
     mon = LoadMonitor(max_foreign_cores=0.3)
+    # our own children count as ours (the worker): a busy child is not "load"
     mon.mark()
-    busy = subprocess.Popen([sys.executable, "-c", "import time\nt=time.time()\nwhile time.time()-t<1.5: pass"])
-    busy.wait()
+    subprocess.run([sys.executable, "-c", "import time\nt=time.time()\nwhile time.time()-t<1.0: pass"])
+    assert mon.foreign_cores() < 0.3
+    # a process that is not ours (double fork: re-parented away from us) is
+    mon.mark()
+    subprocess.run(["sh", "-c", f"{sys.executable} -c 'import time\nt=time.time()\nwhile time.time()-t<1.5: pass' &"])
+    time.sleep(1.6)
     assert mon.foreign_cores() > 0.5
     assert mon.was_loaded()

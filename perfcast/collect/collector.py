@@ -145,6 +145,10 @@ def collect(cfg: CollectConfig, out: str, log: Callable[[str], None] = print, pr
     info = {"started": _now(), "config": {**asdict(cfg), "measure": asdict(cfg.measure)},
             "device": json.loads(spec.to_json()), "host": platform.node(), "python": platform.python_version(),
             "tvm_version": tvm.__version__, "perfcast_version": __version__, "tasks": len(tasks)}
+    if not spec.rpc_key:  # measured here: keep the exact CPU with the data
+        from ..devices.local import probe
+
+        info["cpu_probe"] = {k: v for k, v in probe().items() if k != "flags"} | {"flags": " ".join(probe()["flags"])}
     info_path = ds.write_collection_info({**info, "status": "running"})
     monitor = LoadMonitor(enabled=cfg.check_load)
     runner = _make_runner(spec, cfg.measure)
