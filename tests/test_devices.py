@@ -96,8 +96,9 @@ def _free_port() -> int:
 def rpc_tracker():
     tport, sport = _free_port(), _free_port()
     env = dict(os.environ, TVM_NUM_THREADS="1")
-    procs = [subprocess.Popen([sys.executable, "-m", "tvm.exec.rpc_tracker", "--host", "127.0.0.1", "--port",
-                               str(tport), "--port-end", str(tport + 1)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    procs = [subprocess.Popen([sys.executable, "-m", "tvm.exec.rpc_tracker", "--host", "127.0.0.1",
+                               "--port", str(tport), "--port-end", str(tport + 1)], **quiet)]
     deadline = time.time() + 60
     while time.time() < deadline:  # the tracker imports TVM first: wait until it listens
         try:
@@ -105,9 +106,9 @@ def rpc_tracker():
             break
         except OSError:
             time.sleep(0.3)
-    procs.append(subprocess.Popen([sys.executable, "-m", "tvm.exec.rpc_server", "--host", "127.0.0.1", "--port",
-                                   str(sport), "--port-end", str(sport + 1), "--tracker", f"127.0.0.1:{tport}", "--key", "perfcast-test"],
-                                  env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    procs.append(subprocess.Popen([sys.executable, "-m", "tvm.exec.rpc_server", "--host", "127.0.0.1",
+                                   "--port", str(sport), "--port-end", str(sport + 1),
+                                   "--tracker", f"127.0.0.1:{tport}", "--key", "perfcast-test"], env=env, **quiet))
     yield tport
     for p in procs:
         p.kill()

@@ -163,18 +163,23 @@ def collect(cfg: CollectConfig, out: str, log: Callable[[str], None] = print, pr
     bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                    TextColumn("{task.fields[rate]:.0f}/min"), TimeElapsedColumn(), TextColumn("ETA"),
                    TimeRemainingColumn(), disable=not progress, transient=False)
+    completed = False
     try:
         with bar:
             bar_task = bar.add_task("collecting", total=todo, rate=0.0)
             exhausted: set[str] = set()
+            streams: dict = {}
             passes = sorted({min(p, n) for p in PASSES} | {n})
-            for pass_i, goal in enumerate(passes):
+            for goal in passes:
                 for key, task in tasks.items():
                     need = goal - count[key]
                     if need <= 0 or key in exhausted:
                         continue
                     bar.update(bar_task, description=f"{task.task_name[:40]:40s}")
-                    programs = _programs(task, target, cfg.seed, pass_i)
+                    # one program stream per task for the whole run: later passes continue it
+                    if key not in streams:
+                        streams[key] = _programs(task, target, cfg.seed)
+                    programs = streams[key]
                     for prog in programs:
                         if need <= 0:
                             break
@@ -206,12 +211,13 @@ def collect(cfg: CollectConfig, out: str, log: Callable[[str], None] = print, pr
                     if need > 0:
                         exhausted.add(key)
                         bar.update(bar_task, total=bar.tasks[0].total - (n - count[key]))
+        completed = True
     finally:
         journal.close()
         runner.close()
         res.seconds = time.time() - t_start
         res.worker_restarts = getattr(runner, "restarts", 0)
-        info.update(status="finished", finished=_now(), measured=res.measured, by_status=dict(res.by_status),
+        info.update(status="finished" if completed else "interrupted", finished=_now(), measured=res.measured, by_status=dict(res.by_status),
                     seconds=round(res.seconds, 1), load_pauses=res.pauses, worker_restarts=res.worker_restarts)
         ds.write_collection_info(info, info_path)
     return res
@@ -232,9 +238,9 @@ def _stop_on_sigterm() -> None:
         signal.signal(signal.SIGTERM, handler)
 
 
-def _programs(task: Task, target, seed: int, pass_i: int):
+def _programs(task: Task, target, seed: int):
     yield default_program(task.mod)
-    yield from random_programs(task.mod, target, stable_seed(seed, task.workload_key, pass_i))
+    yield from random_programs(task.mod, target, stable_seed(seed, task.workload_key))
 
 
 def _record(rid, key, task, prog, spec, spec_json, target_json, networks, r, tvm_version) -> MeasureRecord:

@@ -32,8 +32,12 @@ def default_program(task_mod) -> Program:
     return Program("default", task_mod, "", structural_key(main_func(task_mod)))
 
 
-def random_programs(task_mod, target, seed: int, batch: int = 32, patience: int = 3) -> Iterator[Program]:
-    """Endless stream of distinct random schedules; stops after `patience` batches with nothing new."""
+def random_programs(task_mod, target, seed: int, batch: int = 8, patience: int = 6) -> Iterator[Program]:
+    """Endless stream of distinct random schedules; stops after `patience` batches with nothing new.
+
+    Small batches: sampling a schedule costs as much as building it for large tasks, and the collector often
+    needs only a few programs of a task at a time.
+    """
     from tvm.s_tir import meta_schedule as ms
 
     from .._tvm.util import load_x86_intrinsics, structural_key, trace_to_json
