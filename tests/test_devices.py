@@ -3,6 +3,7 @@
 import json
 import os
 import re
+import signal
 import socket
 import statistics
 import subprocess
@@ -96,7 +97,8 @@ def _free_port() -> int:
 def rpc_tracker():
     tport, sport = _free_port(), _free_port()
     env = dict(os.environ, TVM_NUM_THREADS="1")
-    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    # own process groups: the tracker runs in a popen worker and the server forks a process per session
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "start_new_session": True}
     procs = [subprocess.Popen([sys.executable, "-m", "tvm.exec.rpc_tracker", "--host", "127.0.0.1",
                                "--port", str(tport), "--port-end", str(tport + 1)], **quiet)]
     deadline = time.time() + 60
@@ -111,7 +113,10 @@ def rpc_tracker():
                                    "--tracker", f"127.0.0.1:{tport}", "--key", "perfcast-test"], env=env, **quiet))
     yield tport
     for p in procs:
-        p.kill()
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
         p.wait()
 
 

@@ -1,0 +1,18 @@
+"""Features of tensor programs and devices: a registry of extractors (importing this package does not import TVM).
+
+- `compact_ast`: CDMPP compact AST, (n_leaves, 30) leaf vectors + pre-order positional encoding
+- `analytic`: 11 program-level static figures (FLOPs, bytes, trip counts, ...)
+- `per_store`: TVM meta-schedule's PerStoreFeature, (n_stores, 164), or (164,) aggregated
+- `device`: the 11 DeviceSpec features of a device
+"""
+
+from . import analytic, compact_ast, device, per_store  # noqa: F401  (register the extractors)
+from .analytic import ANALYTIC_FEATURES, AnalyticExtractor
+from .base import FeatureExtractor, as_primfunc, get_extractor, list_extractors, register
+from .compact_ast import LEAF_FEATURES, CompactAST, CompactASTExtractor, positional_encoding
+from .device import DEVICE_FEATURES, DeviceExtractor
+from .per_store import PerStoreExtractor
+
+__all__ = ["FeatureExtractor", "as_primfunc", "get_extractor", "list_extractors", "register",
+           "CompactAST", "CompactASTExtractor", "LEAF_FEATURES", "positional_encoding",
+           "AnalyticExtractor", "ANALYTIC_FEATURES", "PerStoreExtractor", "DeviceExtractor", "DEVICE_FEATURES"]

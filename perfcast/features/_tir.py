@@ -1,0 +1,349 @@
+"""A walk over TVM 0.27 block TIR shared by the compact-AST and analytic extractors.
+
+TVM 0.27 has no `tvm.tirx.stmt_functor` (no Python pre/post-order visitor), so statements and expressions are
+dispatched by type here. Class names in 0.27: statements `tvm.tirx.For`, `SeqStmt`, `BufferStore`, `IfThenElse`,
+`AttrStmt`, `While`, `Bind` (replaces LetStmt; it has no body and binds for the rest of its SeqStmt),
+`AllocBuffer`/`DeclBuffer` (no body), `tvm.s_tir.SBlockRealize` / `SBlock`; expressions `tvm.tirx.Add`, ... (defined
+in `tvm.ir.prim.expr`), loads are `tvm.ir.expr.TensorLoad` with `.source` (the buffer) — `tvm.tirx.BufferLoad` is
+a constructor function, not a class — and calls are `tvm.ir.Call` whose `op.name` is e.g. "tirx.exp" or
+"prim.if_then_else". Expressions have no `.dtype`: it is `expr.ty.dtype`. A Buffer is a `Var` whose `ty` is a
+`tvm.tirx.BufferType` (so `isinstance(loop_var, tvm.tirx.Buffer)` is True for every Var).
+
+`walk(func)` returns a `Walk`: the pre-order node list (loops and blocks internal, one leaf per BufferStore; a
+reduction block's init store comes before its update store) and one `Leaf` per store with its operation counts and
+loop context.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+# Call names (after the last ".") counted as exp/log and as other math intrinsics.
+EXP_LOG = frozenset({"exp", "exp2", "exp10", "expm1", "log", "log2", "log10", "log1p"})
+MATH_OTHER = frozenset({
+    "sqrt", "rsqrt", "cbrt", "tanh", "sigmoid", "erf", "pow", "sin", "cos", "tan", "asin", "acos", "atan", "atan2",
+    "sinh", "cosh", "asinh", "acosh", "atanh", "fabs", "fmod", "floor", "ceil", "round", "trunc", "nearbyint",
+    "hypot", "copysign", "ldexp", "nextafter", "fma",
+})
+FOR_SERIAL, FOR_PARALLEL, FOR_VECTORIZED, FOR_UNROLLED, FOR_THREAD = 0, 1, 2, 3, 4
+ITER_REDUCE = 2  # IterVar.CommReduce
+AUTO_UNROLL_KEY = "pragma_auto_unroll_max_step"
+
+
+@dataclass
+class Loop:
+    extent: int  # trip count (constant extent, divided by a constant step); a non-constant extent counts as 1
+    kind: int  # ForKind
+    var: int  # handle of the loop variable
+    auto_unroll: int  # the loop's "pragma_auto_unroll_max_step" annotation (0 if none)
+
+
+@dataclass
+class Leaf:
+    """One BufferStore: per-execution counts and its enclosing loops (outermost first)."""
+
+    node_id: int
+    is_init: bool
+    float_add_sub: int = 0
+    float_mul: int = 0
+    float_div_mod: int = 0
+    float_exp_log: int = 0
+    float_math_other: int = 0
+    float_cmp_select_minmax: int = 0
+    int_ops: int = 0
+    n_loads: int = 0
+    bytes_read: int = 0
+    bytes_written: int = 0
+    buffers: set = field(default_factory=set)  # handles of the buffers loaded or stored
+    loops: list = field(default_factory=list)  # [Loop], outermost first
+    executions: int = 1  # times the store runs (init stores: without loops that only feed reduction block vars)
+    stride: int | None = 0  # change of the store's last index when the innermost loop var goes 0 -> 1; None: unknown
+
+    @property
+    def float_ops(self) -> int:
+        return (self.float_add_sub + self.float_mul + self.float_div_mod + self.float_exp_log
+                + self.float_math_other + self.float_cmp_select_minmax)
+
+
+@dataclass
+class Walk:
+    node_kinds: list  # "block" | "loop" | "leaf", in pre-order; a node's id is its index here
+    leaves: list  # [Leaf] in pre-order
+    loop_iterations: list  # per For node: times its body runs (its trip count x those of the loops around it)
+    loop_paths: list  # per For node: [Loop] from the outermost to this one
+
+
+class _Unknown(Exception):
+    pass
+
+
+def handle(obj) -> int:
+    return obj.__chandle__()
+
+
+def dtype_of(expr):
+    return getattr(expr.ty, "dtype", None)
+
+
+def is_float(dt) -> bool:
+    return dt is not None and "float" in str(dt)
+
+
+def nbytes(dt, lanes: int = 1) -> int:
+    return (int(dt.bits) * int(dt.lanes) * lanes + 7) // 8
+
+
+def const_int(expr) -> int | None:
+    import tvm
+
+    return int(expr.value) if isinstance(expr, tvm.tirx.IntImm) else None
+
+
+def lg(x: float) -> float:
+    """log2(x) for x >= 1, else 0."""
+    return math.log2(x) if x >= 1 else 0.0
+
+
+def _tables():
+    import tvm
+    from tvm import tirx as t
+
+    binary = {t.Add: "add_sub", t.Sub: "add_sub", t.Mul: "mul", t.Div: "div_mod", t.Mod: "div_mod",
+              t.FloorDiv: "div_mod", t.FloorMod: "div_mod", t.Min: "minmax", t.Max: "minmax",
+              t.EQ: "cmp", t.NE: "cmp", t.LT: "cmp", t.LE: "cmp", t.GT: "cmp", t.GE: "cmp",
+              t.And: "logic", t.Or: "logic", t.BitwiseAnd: "logic", t.BitwiseOr: "logic", t.BitwiseXor: "logic",
+              t.LShift: "logic", t.RShift: "logic"}
+    return t, tvm.s_tir, tvm.ir.expr, binary
+
+
+def children(e, t, ir_expr, binary) -> list:
+    tp = type(e)
+    if tp in binary:
+        return [e.a, e.b]
+    if tp is ir_expr.TensorLoad:
+        return list(e.indices)
+    if tp is ir_expr.Call:
+        return list(e.args)
+    if tp is t.Select:
+        return [e.condition, e.true_value, e.false_value]
+    if tp in (t.Cast, t.Broadcast):
+        return [e.value]
+    if tp is t.Ramp:
+        return [e.base, e.stride]
+    if tp in (t.Not, t.BitwiseNot):
+        return [e.a]
+    if tp is t.Let:
+        return [e.value, e.body]
+    if tp is t.Shuffle:
+        return list(e.vectors) + list(e.indices)
+    return []
+
+
+def expr_vars(e, tabs) -> set:
+    """Handles of the Vars an expression uses."""
+    t, _, ir_expr, binary = tabs
+    out, stack = set(), [e]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, ir_expr.Var):
+            out.add(handle(x))
+        stack.extend(children(x, t, ir_expr, binary))
+    return out
+
+
+def _int_eval(e, env: dict, bind: dict, tabs, depth: int = 0) -> int:
+    """Integer value of an index expression: loop vars from env (others 0), bound vars through `bind`."""
+    t, _, ir_expr, binary = tabs
+    if depth > 64:
+        raise _Unknown
+    tp = type(e)
+    ev = lambda x: _int_eval(x, env, bind, tabs, depth + 1)  # noqa: E731
+    if tp is t.IntImm:
+        return int(e.value)
+    if isinstance(e, ir_expr.Var):
+        h = handle(e)
+        if h in env:
+            return env[h]
+        if h in bind:
+            return ev(bind[h])
+        return 0
+    if tp in binary:
+        a, b = ev(e.a), ev(e.b)
+        try:
+            return {t.Add: lambda: a + b, t.Sub: lambda: a - b, t.Mul: lambda: a * b,
+                    t.FloorDiv: lambda: a // b, t.FloorMod: lambda: a % b,
+                    t.Div: lambda: int(a / b), t.Mod: lambda: int(math.fmod(a, b)),
+                    t.Min: lambda: min(a, b), t.Max: lambda: max(a, b),
+                    t.EQ: lambda: int(a == b), t.NE: lambda: int(a != b), t.LT: lambda: int(a < b),
+                    t.LE: lambda: int(a <= b), t.GT: lambda: int(a > b), t.GE: lambda: int(a >= b),
+                    t.And: lambda: int(bool(a) and bool(b)), t.Or: lambda: int(bool(a) or bool(b)),
+                    }[tp]()
+        except (KeyError, ZeroDivisionError):
+            raise _Unknown from None
+    if tp is t.Cast or tp is t.Broadcast:
+        return ev(e.value)
+    if tp is t.Ramp:  # lane 0
+        return ev(e.base)
+    if tp is t.Select:
+        return ev(e.true_value) if ev(e.condition) else ev(e.false_value)
+    if tp is t.Not:
+        return int(not ev(e.a))
+    raise _Unknown
+
+
+class _Walker:
+    def __init__(self):
+        self.tabs = _tables()
+        self.node_kinds: list[str] = []
+        self.leaves: list[Leaf] = []
+        self.loops: list[Loop] = []
+        self.loop_iterations: list[int] = []
+        self.loop_paths: list[list[Loop]] = []
+        self.bind: dict[int, object] = {}  # block iter var / Bind var handle -> expression
+        self.reduce_only: list[set] = []  # per enclosing block realize: loop vars feeding only reduction block vars
+
+    # statements -------------------------------------------------------------------------------------------
+    def stmt(self, s, init: bool = False) -> None:
+        t, s_tir, _, _ = self.tabs
+        tp = type(s)
+        if tp is t.SeqStmt:
+            for x in s.seq:
+                self.stmt(x, init)
+        elif tp is t.For:
+            self.node_kinds.append("loop")
+            ext = const_int(s.extent)
+            step = const_int(s.step) if s.step is not None else 1
+            trips = 1 if ext is None else (-(-ext // step) if step and step > 1 else ext)
+            ann = s.annotations.get(AUTO_UNROLL_KEY) if s.annotations else None
+            unroll = ann if isinstance(ann, int) else (const_int(ann) if ann is not None else None)
+            loop = Loop(trips, int(s.kind), handle(s.loop_var), unroll or 0)
+            self.loops.append(loop)
+            self.loop_iterations.append(math.prod(x.extent for x in self.loops))
+            self.loop_paths.append(list(self.loops))
+            self.stmt(s.body, init)
+            self.loops.pop()
+        elif tp is s_tir.SBlockRealize:
+            blk = s.block
+            spatial, reduce = set(), set()
+            for iv, value in zip(blk.iter_vars, s.iter_values):
+                self.bind[handle(iv.var)] = value
+                (reduce if int(iv.iter_type) == ITER_REDUCE else spatial).update(expr_vars(value, self.tabs))
+            self.reduce_only.append(reduce - spatial)
+            self._block(blk)
+            self.reduce_only.pop()
+        elif tp is s_tir.SBlock:
+            self.reduce_only.append(set())
+            self._block(s)
+            self.reduce_only.pop()
+        elif tp is t.BufferStore:
+            self._leaf(s, init)
+        elif tp is t.IfThenElse:
+            self.stmt(s.then_case, init)
+            if s.else_case is not None:
+                self.stmt(s.else_case, init)
+        elif tp is t.AttrStmt or tp is t.While:
+            self.stmt(s.body, init)
+        elif tp is t.Bind:
+            self.bind[handle(s.var)] = s.value
+        # Evaluate, AllocBuffer, DeclBuffer, AssertStmt, Break, ...: no stores inside
+
+    def _block(self, blk) -> None:
+        self.node_kinds.append("block")
+        if blk.init is not None:
+            self.stmt(blk.init, True)
+        self.stmt(blk.body, False)
+
+    # leaves -----------------------------------------------------------------------------------------------
+    def _leaf(self, store, init: bool) -> None:
+        t, _, ir_expr, _ = self.tabs
+        leaf = Leaf(node_id=len(self.node_kinds), is_init=init, loops=list(self.loops))
+        self.node_kinds.append("leaf")
+        value_dt = dtype_of(store.value)
+        leaf.bytes_written = nbytes(store.buffer.dtype, int(value_dt.lanes) if value_dt is not None else 1)
+        leaf.buffers.add(handle(store.buffer))
+        for e in list(store.indices) + [store.value]:
+            self._count(e, leaf)
+        skip = self.reduce_only[-1] if (init and self.reduce_only) else set()
+        leaf.executions = math.prod(x.extent for x in self.loops if x.var not in skip)
+        leaf.stride = self._stride(store)
+        self.leaves.append(leaf)
+
+    def _stride(self, store) -> int | None:
+        t = self.tabs[0]
+        if len(store.indices) == 0:
+            return 0
+        last = store.indices[-1]
+        if not self.loops:
+            return 0
+        try:
+            if type(last) is t.Ramp:
+                return _int_eval(last.stride, {}, self.bind, self.tabs)
+            inner = self.loops[-1].var
+            return (_int_eval(last, {inner: 1}, self.bind, self.tabs)
+                    - _int_eval(last, {inner: 0}, self.bind, self.tabs))
+        except _Unknown:
+            return None
+
+    def _count(self, e, leaf: Leaf) -> None:
+        t, _, ir_expr, binary = self.tabs
+        stack = [e]
+        while stack:
+            x = stack.pop()
+            tp = type(x)
+            kind = binary.get(tp)
+            if kind is not None:
+                if kind == "logic":
+                    leaf.int_ops += 1
+                elif is_float(dtype_of(x.a) if kind == "cmp" else dtype_of(x)):
+                    if kind == "add_sub":
+                        leaf.float_add_sub += 1
+                    elif kind == "mul":
+                        leaf.float_mul += 1
+                    elif kind == "div_mod":
+                        leaf.float_div_mod += 1
+                    else:
+                        leaf.float_cmp_select_minmax += 1
+                else:
+                    leaf.int_ops += 1
+            elif tp is ir_expr.TensorLoad:
+                leaf.n_loads += 1
+                leaf.bytes_read += nbytes(dtype_of(x))
+                leaf.buffers.add(handle(x.source))
+            elif tp is t.Select or tp is t.Not or tp is t.BitwiseNot:
+                if tp is t.Select and is_float(dtype_of(x)):
+                    leaf.float_cmp_select_minmax += 1
+                else:
+                    leaf.int_ops += 1
+            elif tp is ir_expr.Call:
+                name = str(getattr(x.op, "name", "")).rsplit(".", 1)[-1]
+                if name == "if_then_else":
+                    if is_float(dtype_of(x)):
+                        leaf.float_cmp_select_minmax += 1
+                    else:
+                        leaf.int_ops += 1
+                elif name in EXP_LOG:
+                    leaf.float_exp_log += 1
+                elif name in MATH_OTHER:
+                    leaf.float_math_other += 1
+            stack.extend(children(x, t, ir_expr, binary))
+
+
+def walk(func) -> Walk:
+    """Walk a PrimFunc's body (see the module docstring)."""
+    w = _Walker()
+    w.stmt(func.body)
+    return Walk(w.node_kinds, w.leaves, w.loop_iterations, w.loop_paths)
+
+
+def arg_buffer_bytes(func) -> int:
+    """Total bytes of the function's buffer arguments (a non-constant dimension counts as 1)."""
+    import tvm
+
+    total = 0
+    for p in func.params:
+        ty = p.ty
+        if isinstance(ty, tvm.tirx.BufferType):
+            dims = [const_int(d) for d in p.shape]
+            total += math.prod(d if d is not None else 1 for d in dims) * nbytes(p.dtype)
+    return total

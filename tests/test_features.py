@@ -1,0 +1,249 @@
+"""Feature extractors on hand-written TIR with values worked out by hand (no building, no tuning: a few seconds)."""
+
+import math
+
+import numpy as np
+import pytest
+
+from perfcast.features import (ANALYTIC_FEATURES, LEAF_FEATURES, as_primfunc, get_extractor, list_extractors,
+                               positional_encoding)
+from perfcast.features.base import FeatureExtractor
+
+lg = math.log2
+
+
+@pytest.fixture(scope="module")
+def progs():
+    """ew: 4x8 elementwise; mm: (4,16,8) matmul with init; vp: parallel/unroll/vectorized; pad: padding select."""
+    from tvm.script import tirx as T
+
+    @T.prim_func(s_tir=True)
+    def ew(A: T.Buffer((4, 8), "float32"), B: T.Buffer((4, 8), "float32")):
+        for i, j in T.grid(4, 8):
+            with T.sblock("B"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                B[vi, vj] = A[vi, vj] * T.float32(2.0) + T.float32(1.0)
+
+    @T.prim_func(s_tir=True)
+    def mm(A: T.Buffer((4, 8), "float32"), B: T.Buffer((8, 16), "float32"), C: T.Buffer((4, 16), "float32")):
+        for i, j, k in T.grid(4, 16, 8):
+            with T.sblock("C"):
+                vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+                with T.init():
+                    C[vi, vj] = T.float32(0.0)
+                C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
+
+    @T.prim_func(s_tir=True)
+    def vp(A: T.Buffer((8, 64), "float32"), B: T.Buffer((8, 64), "float16")):
+        for i in T.parallel(8, annotations={"pragma_auto_unroll_max_step": 16}):
+            for j0 in T.unroll(4):
+                for j1 in T.vectorized(16):
+                    with T.sblock("B"):
+                        vi = T.axis.spatial(8, i)
+                        vj = T.axis.spatial(64, j0 * 16 + j1)
+                        B[vi, vj] = T.Cast("float16", T.max(T.exp(A[vi, vj]) / T.sqrt(A[vi, vj] + T.float32(1)),
+                                                            T.float32(0)))
+
+    @T.prim_func(s_tir=True)
+    def pad(A: T.Buffer((6,), "float32"), P: T.Buffer((8,), "float32")):
+        for i in range(8):
+            with T.sblock("P"):
+                vi = T.axis.spatial(8, i)
+                P[vi] = T.if_then_else(1 <= vi and vi < 7, A[vi - 1], T.float32(0))
+
+    return {"ew": ew, "mm": mm, "vp": vp, "pad": pad}
+
+
+def leaf(**nonzero) -> np.ndarray:
+    """A leaf vector: every feature 0 except `nonzero` (n_stores is always 1)."""
+    row = dict.fromkeys(LEAF_FEATURES, 0.0)
+    row["n_stores"] = 1.0
+    for k, v in nonzero.items():
+        assert k in row, k
+        row[k] = float(v)
+    return np.array([row[k] for k in LEAF_FEATURES])
+
+
+def test_leaf_layout():
+    assert len(LEAF_FEATURES) == 30 == get_extractor("compact_ast").length
+    assert len(set(LEAF_FEATURES)) == 30
+
+
+# ---------------------------------------------------------------------------------------------- compact AST
+def test_compact_ast_elementwise(progs):
+    ast = get_extractor("compact_ast").compact_ast(progs["ew"])
+    # root block(0) > loop i(1) > loop j(2) > block B(3) > store(4)
+    assert ast.node_kinds == ["block", "loop", "loop", "block", "leaf"]
+    assert ast.sequence == [0, 1, 2, 3, 4, -1]
+    assert ast.ordering.tolist() == [4]
+    # A*2+1: 1 add, 1 mul, 1 load of 4 bytes, 4 bytes stored, buffers A and B; loops 4 x 8; the store's last
+    # index vj = j moves by 1 with the innermost loop j
+    expect = leaf(float_add_sub=1, float_mul=1, n_loads=1, bytes_read=4, bytes_written=4, n_buffers=2,
+                  nest_depth=2, log2_loop_product=lg(32), log2_inner_extent_0=lg(8), log2_inner_extent_1=lg(4),
+                  store_contiguous=1, log2p1_store_stride=lg(2))
+    np.testing.assert_array_equal(ast.leaves, expect[None, :])
+
+
+def test_compact_ast_matmul_init_and_update(progs):
+    ast = get_extractor("compact_ast").compact_ast(progs["mm"])
+    # root(0) > i(1) > j(2) > k(3) > block C(4) > init store(5), update store(6)
+    assert ast.node_kinds == ["block", "loop", "loop", "loop", "block", "leaf", "leaf"]
+    assert ast.sequence == [0, 1, 2, 3, 4, 5, -1, 6, -1]
+    assert ast.ordering.tolist() == [5, 7]
+    ctx = dict(nest_depth=3, log2_loop_product=lg(4 * 16 * 8), log2_inner_extent_0=lg(8),
+               log2_inner_extent_1=lg(16), log2_inner_extent_2=lg(4))
+    # C[vi, vj] does not move with the innermost (reduction) loop k: stride 0, not contiguous
+    init = leaf(bytes_written=4, n_buffers=1, is_init=1, **ctx)
+    update = leaf(float_add_sub=1, float_mul=1, n_loads=3, bytes_read=12, bytes_written=4, n_buffers=3, **ctx)
+    np.testing.assert_array_equal(ast.leaves, np.stack([init, update]))
+
+
+def test_compact_ast_loop_kinds_and_math(progs):
+    ast = get_extractor("compact_ast").compact_ast(progs["vp"])
+    assert ast.sequence == [0, 1, 2, 3, 4, 5, -1] and ast.ordering.tolist() == [5]
+    # max(exp(A) / sqrt(A + 1), 0) cast to float16: add, div, exp, sqrt, max; two 4-byte loads, a 2-byte store;
+    # vj = j0*16 + j1 moves by 1 with the innermost loop j1
+    expect = leaf(float_add_sub=1, float_div_mod=1, float_exp_log=1, float_math_other=1,
+                  float_cmp_select_minmax=1, n_loads=2, bytes_read=8, bytes_written=2, n_buffers=2,
+                  nest_depth=3, log2_loop_product=lg(8 * 4 * 16),
+                  log2_inner_extent_0=lg(16), log2_inner_extent_1=lg(4), log2_inner_extent_2=lg(8),
+                  n_vectorized=1, log2_vectorized_extent=lg(16), n_unrolled=1, log2_unrolled_extent=lg(4),
+                  n_parallel=1, log2_parallel_extent=lg(8), log2p1_auto_unroll_max_step=lg(17),
+                  store_contiguous=1, log2p1_store_stride=1)
+    np.testing.assert_array_equal(ast.leaves, expect[None, :])
+
+
+def test_compact_ast_int_ops_and_select(progs):
+    ast = get_extractor("compact_ast").compact_ast(progs["pad"])
+    # if_then_else(1 <= vi and vi < 7, A[vi - 1], 0.0): 1 float select; int: <=, <, and, vi - 1
+    expect = leaf(float_cmp_select_minmax=1, int_ops=4, n_loads=1, bytes_read=4, bytes_written=4, n_buffers=2,
+                  nest_depth=1, log2_loop_product=3, log2_inner_extent_0=3, store_contiguous=1,
+                  log2p1_store_stride=1)
+    np.testing.assert_array_equal(ast.leaves, expect[None, :])
+
+
+def test_positional_encoding_closed_form(progs):
+    ex = get_extractor("compact_ast")
+    ast = ex.compact_ast(progs["mm"])
+    d = len(LEAF_FEATURES)
+    pe = np.zeros((2, d))
+    for x, v in enumerate([5, 7]):
+        for k in range(d // 2):
+            pe[x, 2 * k] = math.sin(v / 10000 ** (2 * k / d))
+            pe[x, 2 * k + 1] = math.cos(v / 10000 ** (2 * k / d))
+    np.testing.assert_allclose(ast.positional, pe, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(positional_encoding([5, 7]), pe, rtol=0, atol=1e-12)
+    out = ex.extract(progs["mm"])
+    assert out.shape == (2, 30) and out.dtype == np.float64
+    np.testing.assert_array_equal(out, ast.leaves + ast.positional)
+
+
+def test_program_forms_agree(progs):
+    """IRModule, PrimFunc and TVMScript text (a record's tir_script) give the same features."""
+    import tvm
+
+    mod = tvm.IRModule({"main": progs["mm"]})
+    for name in ("compact_ast", "analytic"):
+        ex = get_extractor(name)
+        ref = ex.extract(progs["mm"])
+        np.testing.assert_array_equal(ex.extract(mod), ref)
+        np.testing.assert_array_equal(ex.extract(mod.script()), ref)
+    with pytest.raises(TypeError, match="IRModule, PrimFunc or TVMScript"):
+        as_primfunc(42)
+
+
+# ---------------------------------------------------------------------------------------------- analytic
+def figures(prog):
+    return get_extractor("analytic").figures(prog)
+
+
+def test_analytic_matmul(progs):
+    f = figures(progs["mm"])
+    m, n, k = 4, 16, 8
+    # update: 2 flops x M*N*K; init stores 0.0 (no flop) and runs M*N times (not again for each k)
+    assert f["flops"] == 2 * m * n * k == 1024
+    assert f["bytes_read"] == 3 * 4 * m * n * k  # C, A, B per update
+    assert f["bytes_written"] == 4 * m * n + 4 * m * n * k  # init + update
+    assert f["arithmetic_intensity"] == 1024 / (6144 + 2304)
+    assert f["total_trip_count"] == m + m * n + m * n * k
+    assert (f["max_parallel_extent"], f["max_vector_extent"]) == (0, 0)
+    assert (f["n_leaves"], f["max_nest_depth"], f["n_buffers"]) == (2, 3, 3)
+    assert f["arg_bytes"] == 4 * (m * k + k * n + m * n)
+
+
+def test_analytic_matches_tvm_flop_estimate(progs):
+    """Where the definitions coincide (add/mul only), TVM's own estimate agrees."""
+    import tvm
+
+    from perfcast._tvm.util import estimate_flops
+
+    for name in ("ew", "mm"):
+        assert figures(progs[name])["flops"] == estimate_flops(tvm.IRModule({"main": progs[name]}))
+
+
+def test_analytic_vectorized_parallel(progs):
+    f = figures(progs["vp"])
+    trips = 8 * 4 * 16
+    assert f == {"flops": 5 * trips, "bytes_read": 8 * trips, "bytes_written": 2 * trips,
+                 "arithmetic_intensity": 0.5, "total_trip_count": 8 + 8 * 4 + trips, "max_parallel_extent": 8,
+                 "max_vector_extent": 16, "n_leaves": 1, "max_nest_depth": 3, "n_buffers": 2,
+                 "arg_bytes": 8 * 64 * 4 + 8 * 64 * 2}
+    ex = get_extractor("analytic")
+    np.testing.assert_array_equal(ex.extract(progs["vp"]), [f[k] for k in ANALYTIC_FEATURES])
+    np.testing.assert_allclose(get_extractor("analytic", log=True).extract(progs["vp"]),
+                               np.log2(1 + ex.extract(progs["vp"])))
+
+
+def test_analytic_elementwise(progs):
+    f = figures(progs["ew"])
+    assert (f["flops"], f["bytes_read"], f["bytes_written"], f["total_trip_count"]) == (64, 128, 128, 36)
+    assert f["arg_bytes"] == 256
+
+
+# ---------------------------------------------------------------------------------------------- per store
+def test_per_store(progs):
+    ps = get_extractor("per_store")
+    a = ps.extract(progs["mm"])
+    # TVM keeps one row per stored buffer: the init and update stores of C make one row
+    assert a.shape == (1, 164) and a.dtype == np.float64
+    np.testing.assert_array_equal(a, ps.extract(progs["mm"]))
+    assert ps.extract(progs["ew"]).shape == (1, 164)
+    agg = get_extractor("per_store", aggregate=True, reduce="mean").extract(progs["mm"])
+    np.testing.assert_array_equal(agg, a.mean(axis=0))
+    assert get_extractor("per_store", extract_workload=True).extract(progs["mm"]).shape == (1, 172)
+    assert ps.params()["target"]["kind"] == "llvm" and ps.params()["target"]["num-cores"] == 2
+    with pytest.raises(ValueError, match="reduce must be one of"):
+        get_extractor("per_store", reduce="max")
+
+
+# ---------------------------------------------------------------------------------------------- registry
+def test_registry_contract(progs):
+    assert set(list_extractors()) >= {"compact_ast", "analytic", "per_store", "device"}
+    for name in list_extractors():
+        ex = get_extractor(name)
+        assert isinstance(ex, FeatureExtractor) and ex.name == name
+        assert isinstance(ex.version, int) and ex.version >= 1
+        arg = "t4" if ex.input_kind == "device" else progs["mm"]
+        a, b = ex.extract(arg), ex.extract(arg)
+        assert isinstance(a, np.ndarray) and a.dtype == np.float64
+        np.testing.assert_array_equal(a, b)
+        assert a.ndim == ex.ndim and a.shape[-1] == ex.length == len(ex.feature_names()), name
+
+
+def test_device_features():
+    from perfcast.devices import get_device
+
+    ex = get_extractor("device")
+    spec = get_device("t4")
+    np.testing.assert_array_equal(ex.extract("t4"), spec.feature_vector())
+    np.testing.assert_array_equal(ex.extract(spec), spec.feature_vector())
+    assert ex.extract("local").shape == (11,)
+
+
+def test_unknown_extractor():
+    from perfcast.errors import PerfcastError
+
+    with pytest.raises(ValueError, match="unknown feature extractor 'nope'"):
+        get_extractor("nope")
+    with pytest.raises(PerfcastError, match="bad parameters for feature extractor 'analytic'"):
+        get_extractor("analytic", bogus=1)
