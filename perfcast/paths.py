@@ -10,6 +10,7 @@ A perfcast dataset is a directory::
       journal/*.jsonl                  records measured but not yet flushed to Parquet (crash safety)
       collection/*.json                the settings and machine of each collection run
       summary/latency_hist.png         written by `perfcast data summary`
+      features/<tag>/part-*.parquet    model inputs of each records partition (a cache; see perfcast.features.cache)
 
 Partitions are only ever added (never rewritten), so git keeps every version of a growing dataset.
 """
@@ -73,3 +74,15 @@ def collection_dir(root: Path) -> Path:
 
 def summary_dir(root: Path) -> Path:
     return Path(root) / SUMMARY
+
+
+FEATURES = "features"
+
+
+def features_dir(root: Path) -> Path:
+    return Path(root) / FEATURES
+
+
+def bundled_model_dir() -> Path:
+    """The model shipped with the package (trained on the bundled dataset)."""
+    return package_dir() / "models" / "bundled"

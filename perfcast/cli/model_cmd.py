@@ -1,0 +1,172 @@
+"""`perfcast train / eval / predict-records / report / hpo`: argument parsing; the work is in perfcast.eval."""
+
+from __future__ import annotations
+
+import json
+from typing import List, Optional
+
+import typer
+
+from ..errors import PerfcastError
+
+TRAIN_HELP = ("Train a cost model on a perfcast dataset (default: the bundled one) with a named split; scores it on "
+              "the split's test part and saves it to --out. Models: cdmpp (default), xgb, lgbm, mlp.")
+TRAIN_EXAMPLE = ("Example: perfcast train --model cdmpp --split by_network --out runs/cdmpp "
+                 "--param epochs=100 --param use_analytic=true")
+EVAL_HELP = ("Evaluate a trained model (default: the bundled one) on the test part of a split of a dataset (default: "
+             "the bundled one, with the split the model was trained with); --baseline trains that model on the same "
+             "training part in the same run and reports it beside.")
+EVAL_EXAMPLE = "Example: perfcast eval --baseline xgb --baseline lgbm --json"
+PREDICT_HELP = ("Predict the latency of every program of a perfcast dataset or of a TVM meta-schedule JSON database "
+                "(in get_all_tuning_records() order), with the measured latency where known.")
+PREDICT_EXAMPLE = "Example: perfcast predict-records work_dir/ --device local --json"
+REPORT_HELP = ("Write plots of a model's test predictions: predicted vs measured (log-log), error CDF, per-network "
+               "MAPE (with --baseline models beside).")
+REPORT_EXAMPLE = "Example: perfcast report --baseline xgb --out runs/report"
+HPO_HELP = ("Search the cdmpp architecture and hyper-parameters with Optuna on the split's validation part (never "
+            "its test part); prints the best parameters to pass to `perfcast train --param`.")
+HPO_EXAMPLE = "Example: perfcast hpo --trials 30 --epochs 40 --json"
+
+
+def _parse_params(items: list[str] | None) -> dict:
+    out = {}
+    for it in items or []:
+        if "=" not in it:
+            raise PerfcastError(f"--param {it!r} is not KEY=VALUE; e.g. --param epochs=100")
+        k, v = it.split("=", 1)
+        try:
+            out[k] = json.loads(v)
+        except json.JSONDecodeError:
+            out[k] = v
+    return out
+
+
+def _table_rows(result: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    models = [k for k in result if isinstance(result[k], dict) and "overall" in result[k]]
+    t = Table(title=f"test split {result['split']['name']} ({result['sizes']['test']} programs)")
+    t.add_column("network")
+    for m in models:
+        t.add_column(f"{m} MAPE", justify="right")
+    t.add_column("programs", justify="right")
+    first = result[models[0]]
+    for net in sorted(first["per_network"]):
+        t.add_row(net, *[f"{result[m]['per_network'][net]['mape']:.1%}" for m in models],
+                  str(first["per_network"][net]["n"]))
+    t.add_row("[bold]overall", *[f"[bold]{result[m]['overall']['mape']:.1%}" for m in models],
+              str(first["overall"]["n"]))
+    for key, label in (("acc_10", "±10 %"), ("acc_20", "±20 %"), ("kendall_tau", "Kendall τ"), ("top1", "top-1"),
+                       ("top5", "top-5")):
+        t.add_row(label, *[f"{result[m]['overall'].get(key, float('nan')):.3f}" for m in models], "")
+    Console().print(t)
+
+
+def _public(result: dict) -> dict:
+    return {k: v for k, v in result.items() if not k.startswith("_") and k != "estimator"}
+
+
+def train(
+    data: Optional[str] = typer.Option(None, help="dataset directory (default: the bundled dataset)"),
+    model: str = typer.Option("cdmpp", help="cdmpp | xgb | lgbm | mlp"),
+    split: str = typer.Option("by_network", help="random | by_network | by_task | by_device"),
+    test_networks: Optional[str] = typer.Option(None, help="by_network: comma-separated held-out networks"),
+    test_device: Optional[str] = typer.Option(None, help="by_device: the held-out device"),
+    out: str = typer.Option(..., help="directory to save the trained model to"),
+    param: Optional[List[str]] = typer.Option(None, help="model parameter KEY=VALUE (repeatable)"),
+    seed: int = typer.Option(0, help="seeds the split and the model"),
+    json_out: bool = typer.Option(False, "--json", help="print the result as JSON"),
+) -> None:
+    from ..eval.workflow import train as run
+
+    sp = {k: v for k, v in (("test_networks", test_networks), ("test_device", test_device)) if v}
+    r = run(data, model, split, out, _parse_params(param), sp, seed, progress=not json_out)
+    res = {**_public(r), model: r["test"]}
+    res.pop("test")
+    if json_out:
+        print(json.dumps(res, default=float))
+        return
+    _table_rows({**res, "split": r["split"], "sizes": r["sizes"]})
+    print(f"saved to {r['path']}")
+
+
+def evaluate(
+    model: Optional[str] = typer.Option(None, help="model directory (default: the bundled model)"),
+    data: Optional[str] = typer.Option(None, help="dataset directory (default: the bundled dataset)"),
+    split: Optional[str] = typer.Option(None, help="split (default: the one the model was trained with)"),
+    test_networks: Optional[str] = typer.Option(None, help="by_network: comma-separated held-out networks"),
+    baseline: Optional[List[str]] = typer.Option(None, help="also train this model on the same split (repeatable)"),
+    seed: Optional[int] = typer.Option(None, help="split seed (default: the model's)"),
+    json_out: bool = typer.Option(False, "--json", help="print the result as JSON"),
+) -> None:
+    from ..eval.workflow import evaluate as run
+
+    sp = {"test_networks": test_networks} if test_networks else None
+    r = run(model, data, split, sp, tuple(baseline or ()), seed, progress=not json_out)
+    if json_out:
+        print(json.dumps(_public(r), default=float))
+    else:
+        _table_rows(r)
+
+
+def predict_records(
+    path: str = typer.Argument(..., help="a perfcast dataset or a TVM meta-schedule JSON database directory"),
+    model: Optional[str] = typer.Option(None, help="model directory (default: the bundled model)"),
+    device: str = typer.Option("local", help="device the programs run on"),
+    json_out: bool = typer.Option(False, "--json", help="print a JSON list"),
+) -> None:
+    from ..eval.workflow import predict_records as run
+
+    rows = run(path, model, device)
+    if json_out:
+        print(json.dumps(rows))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=f"{len(rows)} programs")
+    t.add_column("#", justify="right")
+    t.add_column("task")
+    t.add_column("predicted", justify="right")
+    t.add_column("measured", justify="right")
+    t.add_column("error", justify="right")
+    for i, r in enumerate(rows):
+        m = r.get("measured_s")
+        t.add_row(str(i), r.get("task_name", ""), f"{r['predicted_s'] * 1e3:.4g} ms",
+                  f"{m * 1e3:.4g} ms" if m else "-", f"{(r['predicted_s'] - m) / m:+.1%}" if m else "-")
+    Console().print(t)
+
+
+def report(
+    model: Optional[str] = typer.Option(None, help="model directory (default: the bundled model)"),
+    data: Optional[str] = typer.Option(None, help="dataset directory (default: the bundled dataset)"),
+    split: Optional[str] = typer.Option(None, help="split (default: the one the model was trained with)"),
+    baseline: Optional[List[str]] = typer.Option(None, help="also plot this baseline (repeatable)"),
+    out: str = typer.Option("perfcast-report", help="directory for the PNG files"),
+) -> None:
+    from ..eval.report import write_report
+    from ..eval.workflow import evaluate as run
+
+    r = run(model, data, split, None, tuple(baseline or ()), None)
+    for f in write_report(r, out):
+        print(f)
+
+
+def hpo(
+    data: Optional[str] = typer.Option(None, help="dataset directory (default: the bundled dataset)"),
+    trials: int = typer.Option(20, help="Optuna trials"),
+    epochs: int = typer.Option(60, help="training epochs per trial (early stopping applies)"),
+    split: str = typer.Option("by_network", help="split whose validation part scores the trials"),
+    timeout: Optional[float] = typer.Option(None, help="stop after this many seconds"),
+    seed: int = typer.Option(0, help="seeds the split, the sampler and the models"),
+    json_out: bool = typer.Option(False, "--json", help="print the result as JSON"),
+) -> None:
+    from ..eval.hpo import search
+
+    r = search(data, trials, split, seed, epochs, timeout, progress=not json_out)
+    if json_out:
+        print(json.dumps(r))
+        return
+    print(f"best validation MAPE {r['best_val_mape']:.1%} with")
+    print(" ".join(f"--param {k}={json.dumps(v)}" for k, v in r["best_params"].items()))

@@ -1,0 +1,38 @@
+"""A dataset's records as one pandas DataFrame, the table models train and evaluate on."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ..errors import PerfcastError
+
+FRAME_COLUMNS = ["record_id", "workload_key", "task_name", "program_hash", "schedule_kind", "device_id",
+                 "device_spec_json", "target_json", "latency_s", "latency_cv"]
+
+
+def records_frame(ds, status: str = "ok", device: str | None = None) -> pd.DataFrame:
+    """Records of `ds` with `status` (and `device`), one row each, with the task's networks and weight.
+
+    `networks` (tuple of names) and `task_weight` (occurrences summed over those networks) come from the dataset's
+    network table, so a task measured before a later network also used it still counts for that network.
+    """
+    df = ds.read("records", FRAME_COLUMNS + ["status", "networks", "task_weight"]).to_pandas()
+    df = df[df["status"] == status].drop(columns=["status"])
+    if device is not None:
+        known = sorted(df["device_id"].unique())
+        df = df[df["device_id"] == device]
+        if df.empty:
+            raise PerfcastError(f"no {status} record of device {device!r} in {str(ds.root)!r}; "
+                                f"its devices: {', '.join(known) or 'none'}")
+    nets = ds.read("networks", ["network", "workload_key", "weight"]).to_pandas()
+    if not nets.empty:
+        by_task = nets.groupby("workload_key").agg(nets_=("network", lambda s: tuple(sorted(set(s)))),
+                                                   weight_=("weight", "sum"))
+        df = df.join(by_task, on="workload_key")
+        has = df["nets_"].notna()
+        df.loc[has, "networks"] = df.loc[has, "nets_"]
+        df.loc[has, "task_weight"] = df.loc[has, "weight_"]
+        df = df.drop(columns=["nets_", "weight_"])
+    df["networks"] = df["networks"].map(lambda x: tuple(x) if x is not None else ())
+    df["task_weight"] = df["task_weight"].fillna(1).astype(int)
+    return df.reset_index(drop=True)

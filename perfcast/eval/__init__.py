@@ -1,0 +1,11 @@
+"""Evaluating performance models: named dataset splits and accuracy metrics (numpy/pandas/scipy only).
+
+- `splits`: `get_split(name, **params)(df, seed) -> Split` (train/val/test positional indices); names in `SPLITS`
+- `metrics`: mape, rmse, accuracy_within, r2, kendall_tau_by_group, top_k_score, and `summarize` for all of them
+"""
+
+from .metrics import accuracy_within, kendall_tau_by_group, mape, r2, rmse, summarize, top_k_score
+from .splits import SPLITS, Split, by_device, by_network, by_task, get_split, list_splits, random_split
+
+__all__ = ["SPLITS", "Split", "get_split", "list_splits", "random_split", "by_network", "by_task", "by_device",
+           "mape", "rmse", "accuracy_within", "r2", "kendall_tau_by_group", "top_k_score", "summarize"]

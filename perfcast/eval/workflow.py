@@ -1,0 +1,179 @@
+"""Train, evaluate and use cost models on perfcast datasets: the library behind `perfcast train / eval /
+predict-records / report / hpo`.
+
+Every function takes a dataset directory (None: the bundled dataset) and, where a trained model is used, a model
+directory (None: the bundled model). A trained model remembers the dataset and split it was trained on, so
+`evaluate()` with no split evaluates it on exactly the test part it never saw.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from .. import paths
+from ..errors import PerfcastError
+from .metrics import summarize
+from .splits import get_split
+
+HELD_OUT = ("resnet50", "mobilenet_v2", "bert_tiny")
+
+
+def load_data(data=None, device: str | None = None, progress: bool = True):
+    """(dataset, records DataFrame, ProgramFeatures) of the ok records of `data` (default: bundled)."""
+    from ..data.frame import records_frame
+    from ..data.store import Dataset
+    from ..features.cache import dataset_features
+
+    ds = Dataset(data if data is not None else paths.bundled_dataset_dir())
+    df = records_frame(ds, device=device)
+    if df.empty:
+        raise PerfcastError(f"{str(ds.root)!r} has no ok records; collect some with `perfcast collect --out DIR`")
+    return ds, df, dataset_features(ds, df, progress=progress)
+
+
+def make_split(df, split: str, seed: int, split_params: dict | None):
+    return get_split(split, **(split_params or {}))(df, seed=seed)
+
+
+def scores(df, y, pred, idx, networks=None) -> dict:
+    """Overall metrics of rows `idx` and the same per network (rows of the network's tasks); `networks` limits
+    the per-network entries (a by_network split reports its held-out networks only)."""
+    sub = df.iloc[idx]
+    out = {"overall": summarize(y[idx], pred, sub["workload_key"].to_numpy(), sub["task_weight"].to_numpy()),
+           "per_network": {}}
+    nets = sorted(networks) if networks else sorted({n for ns in sub["networks"] for n in ns})
+    for net in nets:
+        mask = sub["networks"].map(lambda ns, net=net: net in ns).to_numpy()
+        out["per_network"][net] = summarize(y[idx][mask], pred[mask], sub["workload_key"].to_numpy()[mask],
+                                            sub["task_weight"].to_numpy()[mask])
+    return out
+
+
+def train(data=None, model: str = "cdmpp", split: str = "by_network", out=None, params: dict | None = None,
+          split_params: dict | None = None, seed: int = 0, progress: bool = True, loaded=None) -> dict:
+    """Fit `model` on the split's training part (validation part for early stopping), score it on the test part,
+    save it to `out` (when given). Returns {"model", "split", "sizes", "test": scores, "path"}."""
+    from ..models import get_model
+
+    ds, df, X = loaded if loaded is not None else load_data(data, progress=progress)
+    sp = make_split(df, split, seed, split_params)
+    y = df["latency_s"].to_numpy()
+    params = dict(params or {})
+    if "seed" not in params:
+        params["seed"] = seed
+    m = get_model(model, **params).fit(X.take(sp.train), y[sp.train], X.take(sp.val), y[sp.val])
+    pred = m.predict(X.take(sp.test))
+    result = {"model": model, "split": {"name": split, "params": sp.params, "seed": seed}, "sizes": sp.sizes(),
+              "test": scores(df, y, pred, sp.test, sp.params.get("test_networks"))}
+    m.info_ = {**getattr(m, "info_", {}), "data": str(Path(ds.root).resolve()),
+               "data_is_bundled": Path(ds.root).resolve() == paths.bundled_dataset_dir().resolve(),
+               "split": result["split"], "test_mape": result["test"]["overall"]["mape"]}
+    if out is not None:
+        result["path"] = str(m.save(out))
+    result["estimator"] = m
+    return result
+
+
+def _default_split(model, ds) -> tuple[str, dict, int]:
+    info = getattr(model, "info_", {}) or {}
+    s = info.get("split")
+    if s:
+        params = {k: v for k, v in s["params"].items() if k != "seed"}
+        return s["name"], params, s.get("seed", 0)
+    return "by_network", {}, 0
+
+
+def evaluate(model=None, data=None, split: str | None = None, split_params: dict | None = None,
+             baselines: tuple[str, ...] = (), seed: int | None = None, progress: bool = True, loaded=None) -> dict:
+    """Score a trained model (default: bundled) on a split's test part of `data` (default: bundled), and train
+    each baseline on the same training part in the same run. Returns {model name: scores, baseline: scores, ...}."""
+    from ..models import get_model, load_model
+
+    m = load_model(model)
+    ds, df, X = loaded if loaded is not None else load_data(data, progress=progress)
+    name, params, s = _default_split(m, ds)
+    if split is not None and (split != name or split_params):
+        name, params = split, dict(split_params or {})
+    seed = s if seed is None else seed
+    sp = make_split(df, name, seed, params)
+    y = df["latency_s"].to_numpy()
+    trained_on = (m.info_ or {}).get("data")
+    if trained_on == str(Path(ds.root).resolve()) and (m.info_ or {}).get("split", {}).get("name") != name:
+        raise PerfcastError(f"the model was trained on this dataset with split "
+                            f"{m.info_['split']['name']!r}; evaluating it with split {name!r} would score records it "
+                            f"was trained on; omit --split or use --split {m.info_['split']['name']}")
+    Xt = X.take(sp.test)
+    out = {"split": {"name": name, "params": sp.params, "seed": seed}, "sizes": sp.sizes(),
+           "data": str(ds.root), "model": m.name}
+    preds = {"_rows": df.iloc[sp.test], m.name: m.predict(Xt)}
+    nets = sp.params.get("test_networks")
+    out[m.name] = scores(df, y, preds[m.name], sp.test, nets)
+    for b in baselines:
+        key = b if b != m.name else f"{b}_baseline"
+        est = get_model(b, seed=seed).fit(X.take(sp.train), y[sp.train], X.take(sp.val), y[sp.val])
+        preds[key] = est.predict(Xt)
+        out[key] = scores(df, y, preds[key], sp.test, nets)
+    out["_predictions"] = preds  # not JSON: the test rows and each model's predictions, for plots
+    return out
+
+
+# ---- prediction ------------------------------------------------------------------------------------------------
+def predict_programs(programs, model=None, device: str = "local") -> np.ndarray:
+    """Predicted latency (s) of TIR programs (IRModules, PrimFuncs or TVMScript) on `device`."""
+    from ..features.cache import features_of_programs
+    from ..models import load_model
+
+    m = model if hasattr(model, "predict") else load_model(model)
+    return m.predict(features_of_programs(list(programs), device))
+
+
+def predict_records(path, model=None, device: str = "local") -> list[dict]:
+    """Predictions for every record of a perfcast dataset, or every tuning record of a TVM meta-schedule JSON
+    database (in `get_all_tuning_records()` order), with the measured latency where known."""
+    from ..data.importer import RECORD_FILE, database_records
+    from ..models import load_model
+
+    p = Path(path)
+    m = load_model(model)
+    if (p / RECORD_FILE).exists():
+        return _predict_database(p, m, device, database_records)
+    if not (p / paths.MARKER).exists():
+        raise PerfcastError(f"{str(p)!r} is neither a perfcast dataset ({paths.MARKER}) nor a meta-schedule JSON "
+                            f"database ({RECORD_FILE}); pass one of those directories")
+    ds, df, X = load_data(p, progress=True)
+    pred = m.predict(X)
+    return [{"record_id": r, "task_name": t, "device_id": d, "predicted_s": float(ps), "measured_s": float(ms)}
+            for r, t, d, ps, ms in zip(df["record_id"], df["task_name"], df["device_id"], pred, df["latency_s"])]
+
+
+def _predict_database(p: Path, m, device: str, database_records) -> list[dict]:
+    import math
+    import statistics
+
+    from tvm.s_tir import Schedule
+
+    from .._tvm.util import load_x86_intrinsics
+    from ..features.cache import features_of_programs
+
+    load_x86_intrinsics()
+    rows, progs = database_records(str(p)), []
+    for r in rows:
+        sch = Schedule(r.workload_mod)
+        r.trace.apply_to_schedule(sch, remove_postproc=False)
+        progs.append(sch.mod)
+    pred = m.predict(features_of_programs(progs, device)) if progs else []
+    out = []
+    for i, (r, ps) in enumerate(zip(rows, pred)):
+        e = {"index": i, "predicted_s": float(ps)}
+        secs = [s for s in (r.run_secs or ()) if math.isfinite(s) and 0 <= s < 1e9]
+        if secs and len(secs) == len(r.run_secs or ()):
+            e["measured_s"] = float(statistics.median(secs))
+        out.append(e)
+    return out
+
+
+def save_json(obj, path) -> None:
+    Path(path).write_text(json.dumps(obj, indent=1, default=float))

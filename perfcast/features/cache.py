@@ -1,0 +1,270 @@
+"""The model inputs of many programs at once, and their cache beside a dataset.
+
+`ProgramFeatures` holds, for n programs, the three program feature sets every model reads:
+
+- `leaves`   n arrays (n_leaves, 30): the compact AST's raw leaf vectors (`LEAF_FEATURES`, no positional encoding)
+- `ordering` n arrays (n_leaves,): the compact AST's ordering vector (models add the positional encoding)
+- `stores`   n arrays (n_stores, 164): TVM's PerStoreFeature rows
+- `analytic` (n, 11): `ANALYTIC_FEATURES` as log2(1 + x)
+- `device`   (n, 11): `DEVICE_FEATURES` of the device each program ran (or will run) on
+
+`dataset_features(ds, records)` computes them for a dataset's records, once: the result of every records partition
+goes to `DIR/features/<FEATURE_TAG>/<partition>.parquet` (or the user cache when DIR is read-only), so new
+partitions add cache files and a change of any extractor's version changes FEATURE_TAG. A scheduled program is
+rebuilt by replaying its trace on its task (about 15 ms; parsing the stored TVMScript takes about 100 ms).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .. import paths
+from ..errors import PerfcastError
+from .analytic import AnalyticExtractor
+from .compact_ast import D as LEAF_DIM
+from .compact_ast import CompactASTExtractor
+from .device import DeviceExtractor
+from .per_store import N_PER_STORE, PerStoreExtractor
+
+N_ANALYTIC = len(AnalyticExtractor().feature_names())
+N_DEVICE = len(DeviceExtractor().feature_names())
+FEATURE_TAG = (f"ca{CompactASTExtractor.version}-ps{PerStoreExtractor.version}-an{AnalyticExtractor.version}"
+               f"-dev{DeviceExtractor.version}")
+
+
+@dataclass
+class ProgramFeatures:
+    """Features of n programs (see the module docstring); `take(idx)` selects rows."""
+
+    leaves: list
+    ordering: list
+    stores: list
+    analytic: np.ndarray
+    device: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.leaves)
+
+    def take(self, idx) -> "ProgramFeatures":
+        idx = np.asarray(idx, dtype=np.int64)
+        return ProgramFeatures([self.leaves[i] for i in idx], [self.ordering[i] for i in idx],
+                               [self.stores[i] for i in idx], self.analytic[idx], self.device[idx])
+
+    @staticmethod
+    def concat(parts: list["ProgramFeatures"]) -> "ProgramFeatures":
+        if not parts:
+            return ProgramFeatures([], [], [], np.zeros((0, N_ANALYTIC), np.float32),
+                                   np.zeros((0, N_DEVICE), np.float32))
+        return ProgramFeatures(sum((p.leaves for p in parts), []), sum((p.ordering for p in parts), []),
+                               sum((p.stores for p in parts), []), np.concatenate([p.analytic for p in parts]),
+                               np.concatenate([p.device for p in parts]))
+
+
+# ---- one program ----------------------------------------------------------------------------------------------
+_CA, _AN = CompactASTExtractor(), AnalyticExtractor(log=True)
+_PS: dict[str, PerStoreExtractor] = {}
+
+
+def _per_store(target_json: str | None) -> PerStoreExtractor:
+    key = target_json or ""
+    if key not in _PS:
+        target = json.loads(target_json) if target_json else None
+        if target is not None:  # per-store features read only the kind, mcpu and core count
+            target = {k: target[k] for k in ("kind", "mcpu", "num-cores") if k in target}
+        _PS[key] = PerStoreExtractor(target=target)
+    return _PS[key]
+
+
+def program_row(func, target_json: str | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(leaves, ordering, stores, analytic) of one scheduled PrimFunc / IRModule / TVMScript text."""
+    ca = _CA.compact_ast(func)
+    return (ca.leaves.astype(np.float32), ca.ordering.astype(np.int32),
+            _per_store(target_json).extract(func).astype(np.float32), _AN.extract(func).astype(np.float32))
+
+
+def features_of_programs(programs, device="local", target_json: str | None = None) -> ProgramFeatures:
+    """Features of TIR programs (IRModules, PrimFuncs or TVMScript texts) to run on `device` (id or DeviceSpec)."""
+    from ..devices import DeviceSpec, get_device
+
+    spec = device if isinstance(device, DeviceSpec) else get_device(str(device))
+    if target_json is None:
+        target_json = spec.target_json or None
+    rows = [program_row(p, target_json) for p in programs]
+    dev = np.tile(np.asarray(spec.feature_vector(), np.float32), (len(rows), 1))
+    return _from_rows(rows, dev)
+
+
+def _from_rows(rows, device: np.ndarray) -> ProgramFeatures:
+    an = np.stack([r[3] for r in rows]) if rows else np.zeros((0, N_ANALYTIC), np.float32)
+    return ProgramFeatures([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], an,
+                           np.asarray(device, np.float32).reshape(-1, N_DEVICE))
+
+
+# ---- a dataset's records --------------------------------------------------------------------------------------
+def _task_module(script: str):
+    import tvm
+    import tvm.script
+
+    m = tvm.script.from_source(script)
+    return m if hasattr(m, "functions_items") else tvm.IRModule({"main": m})
+
+
+def _compute_partition(rows: list[dict], task_scripts: dict[str, str]) -> list[tuple]:
+    """Feature rows of records (dicts with record_id, workload_key, trace_json, tir_script, target_json)."""
+    from .._tvm.util import apply_trace
+
+    tasks: dict = {}
+    out = []
+    for r in rows:
+        func = None
+        if r["trace_json"] and r["workload_key"] in task_scripts:
+            try:
+                if r["workload_key"] not in tasks:
+                    tasks[r["workload_key"]] = _task_module(task_scripts[r["workload_key"]])
+                func = apply_trace(tasks[r["workload_key"]], r["trace_json"])
+            except Exception:  # noqa: BLE001  (a trace that no longer replays: parse the stored program instead)
+                func = None
+        if func is None:
+            func = _task_module(r["tir_script"])
+        out.append((r["record_id"], *program_row(func, r["target_json"])))
+    return out
+
+
+def _write_cache(path: Path, rows: list[tuple]) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.table({
+        "record_id": [r[0] for r in rows],
+        "n_leaves": pa.array([len(r[1]) for r in rows], pa.int32()),
+        "leaves": [r[1].ravel().tolist() for r in rows],
+        "ordering": [r[2].tolist() for r in rows],
+        "n_stores": pa.array([len(r[3]) for r in rows], pa.int32()),
+        "stores": [r[3].ravel().tolist() for r in rows],
+        "analytic": [r[4].tolist() for r in rows],
+    }, schema=pa.schema([("record_id", pa.string()), ("n_leaves", pa.int32()), ("leaves", pa.list_(pa.float32())),
+                         ("ordering", pa.list_(pa.int32())), ("n_stores", pa.int32()),
+                         ("stores", pa.list_(pa.float32())), ("analytic", pa.list_(pa.float32()))],
+                        metadata={b"feature_tag": FEATURE_TAG.encode()}))
+    tmp = path.with_suffix(".tmp")
+    pq.write_table(table, tmp, compression="zstd")
+    os.replace(tmp, path)
+
+
+def _read_cache(path: Path) -> dict[str, tuple]:
+    import pyarrow.parquet as pq
+
+    t = pq.read_table(path)
+    out = {}
+    ids, nl, lv, od, ns, st, an = (t.column(c).to_pylist() if c in ("record_id", "n_leaves", "n_stores")
+                                   else t.column(c) for c in ("record_id", "n_leaves", "leaves", "ordering",
+                                                               "n_stores", "stores", "analytic"))
+    lv_flat = lv.combine_chunks().flatten().to_numpy(zero_copy_only=False)
+    st_flat = st.combine_chunks().flatten().to_numpy(zero_copy_only=False)
+    od_flat = od.combine_chunks().flatten().to_numpy(zero_copy_only=False)
+    an_arr = an.combine_chunks().flatten().to_numpy(zero_copy_only=False).reshape(-1, N_ANALYTIC)
+    a = b = c = 0
+    for i, rid in enumerate(ids):
+        out[rid] = (lv_flat[a:a + nl[i] * LEAF_DIM].reshape(nl[i], LEAF_DIM), od_flat[c:c + nl[i]],
+                    st_flat[b:b + ns[i] * N_PER_STORE].reshape(ns[i], N_PER_STORE), an_arr[i])
+        a += nl[i] * LEAF_DIM
+        b += ns[i] * N_PER_STORE
+        c += nl[i]
+    return out
+
+
+def cache_root(ds) -> Path:
+    """Where a dataset's feature cache lives: DIR/features/<FEATURE_TAG>, or the user cache if DIR is read-only."""
+    root = paths.features_dir(ds.root) / FEATURE_TAG
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        probe = root / ".write-test"
+        probe.write_text("")
+        probe.unlink()
+        return root
+    except OSError:
+        h = hashlib.sha1(str(Path(ds.root).resolve()).encode()).hexdigest()[:12]
+        alt = paths.cache_dir() / "features" / h / FEATURE_TAG
+        alt.mkdir(parents=True, exist_ok=True)
+        return alt
+
+
+def dataset_features(ds, records=None, jobs: int | None = None, progress: bool = True) -> ProgramFeatures:
+    """Features of `records` (a DataFrame of `ds`'s records; default: all ok records), row-aligned with it.
+
+    Partitions whose features are not cached yet are computed with `jobs` processes (default: all cores) and
+    cached; records not in any partition (e.g. still in a journal) are computed without caching.
+    """
+    import pyarrow.parquet as pq
+
+    from ..devices import DeviceSpec
+
+    if records is None:
+        from ..data.frame import records_frame
+
+        records = records_frame(ds)
+    root = cache_root(ds)
+    tasks = ds.read("tasks", ["workload_key", "tir_script"]).to_pydict()
+    task_scripts = dict(zip(tasks["workload_key"], tasks["tir_script"]))
+    wanted = set(records["record_id"])
+    cols = ["record_id", "workload_key", "trace_json", "tir_script", "target_json"]
+    todo: list[tuple[Path, list[dict]]] = []
+    found: dict[str, tuple] = {}
+    for part in ds._parts("records"):
+        cache = root / part.name
+        if cache.exists():
+            found.update(_read_cache(cache))
+            continue
+        todo.append((cache, pq.read_table(part, columns=cols).to_pylist()))
+    pending = {r["record_id"] for _, rs in todo for r in rs}
+    missing = [i for i in wanted if i not in found and i not in pending]
+    if missing:
+        raise PerfcastError(f"{len(missing)} records (e.g. {missing[0]!r}) are not in {str(ds.root)!r}'s partitions; "
+                            "open the dataset once with `perfcast data summary DIR` to move its journal into them")
+    if todo:
+        found.update(_compute(todo, task_scripts, jobs, progress))
+    devices = {s: np.asarray(DeviceSpec.from_json(s).feature_vector(), np.float32)
+               for s in records["device_spec_json"].unique()}
+    rows = [found[i] for i in records["record_id"]]
+    return _from_rows(rows, np.stack([devices[s] for s in records["device_spec_json"]]) if rows else
+                      np.zeros((0, N_DEVICE)))
+
+
+def _compute(todo, task_scripts, jobs, progress) -> dict[str, tuple]:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    jobs = jobs or os.cpu_count() or 1
+    total = sum(len(rs) for _, rs in todo)
+    found: dict[str, tuple] = {}
+    chunks = []  # (cache path, rows); big partitions are cut so that both processes stay busy
+    for cache, rs in todo:
+        needed = {r["workload_key"]: task_scripts.get(r["workload_key"], "") for r in rs}
+        chunks.append((cache, rs, {k: v for k, v in needed.items() if v}))
+    with Progress(TextColumn("features"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                  disable=not progress, transient=True) as bar:
+        t = bar.add_task("features", total=total)
+        if jobs <= 1:
+            for cache, rs, ts in chunks:
+                rows = _compute_partition(rs, ts)
+                _write_cache(cache, rows)
+                found.update({r[0]: r[1:] for r in rows})
+                bar.advance(t, len(rs))
+            return found
+        import multiprocessing as mp
+
+        with ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn")) as pool:
+            futs = {pool.submit(_compute_partition, rs, ts): (cache, len(rs)) for cache, rs, ts in chunks}
+            for f in as_completed(futs):
+                cache, n = futs[f]
+                rows = f.result()
+                _write_cache(cache, rows)
+                found.update({r[0]: r[1:] for r in rows})
+                bar.advance(t, n)
+    return found

@@ -1,0 +1,201 @@
+"""The training loop shared by the neural cost models (cdmpp, mlp).
+
+A neural model turns each program into a sequence of rows (leaves or stores) of a fixed width plus per-program
+vectors (device, analytic features). Programs are grouped by sequence length so that a batch needs no padding
+(CDMPP §5.1: "no padding sparsity"); a batch is drawn from one group. Training: AdamW, CyclicLR (triangular,
+between lr/10 and lr, CDMPP Appendix B), the chosen loss on standardized targets (`perfcast.models.losses`), early
+stopping on the validation MAPE with the best weights kept. `seed` seeds numpy and torch.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import PerfcastError
+from .base import CostModel
+from .losses import make_loss
+from .targets import TargetTransform
+
+TRAIN_DEFAULTS = dict(epochs=150, batch_size=256, lr=2e-3, weight_decay=1e-4, loss="mse+mape", loss_lambda=1.0,
+                      target="boxcox", patience=25, seed=0, threads=0, verbose=False)
+
+
+class Standardizer:
+    """Column-wise (x - mean) / std fitted on training rows; constant columns get std 1."""
+
+    def fit(self, rows: np.ndarray) -> "Standardizer":
+        rows = np.asarray(rows, np.float64)
+        self.mean_ = rows.mean(axis=0) if len(rows) else np.zeros(rows.shape[1])
+        std = rows.std(axis=0) if len(rows) else np.ones(rows.shape[1])
+        self.std_ = np.where(std > 1e-8, std, 1.0)
+        return self
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        return ((x - self.mean_) / self.std_).astype(np.float32)
+
+    def to_dict(self) -> dict:
+        return {"mean": self.mean_.tolist(), "std": self.std_.tolist()}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Standardizer":
+        s = cls()
+        s.mean_, s.std_ = np.asarray(d["mean"]), np.asarray(d["std"])
+        return s
+
+
+class Groups:
+    """Programs grouped by sequence length: per length L, tensors seq (g, L, F) and vec (g, V) and row indices."""
+
+    def __init__(self, seqs: list[np.ndarray], vecs: np.ndarray):
+        import torch
+
+        self.by_len: dict[int, tuple] = {}
+        lengths = np.array([len(s) for s in seqs])
+        for L in np.unique(lengths):
+            idx = np.flatnonzero(lengths == L)
+            seq = torch.from_numpy(np.stack([seqs[i] for i in idx]).astype(np.float32))
+            self.by_len[int(L)] = (seq, torch.from_numpy(vecs[idx].astype(np.float32)), idx)
+        self.n = len(seqs)
+
+    def batches(self, batch_size: int, rng: np.random.Generator | None = None):
+        """(L, seq, vec, idx) batches; shuffled across and within groups when `rng` is given."""
+        plan = []
+        for L, (_, _, idx) in self.by_len.items():
+            order = rng.permutation(len(idx)) if rng is not None else np.arange(len(idx))
+            plan += [(L, order[i:i + batch_size]) for i in range(0, len(idx), batch_size)]
+        if rng is not None:
+            plan = [plan[i] for i in rng.permutation(len(plan))]
+        for L, sel in plan:
+            seq, vec, idx = self.by_len[L]
+            yield L, seq[sel], vec[sel], idx[sel]
+
+
+class TorchCostModel(CostModel):
+    """Base of the neural cost models: subclasses give the network and the program -> (sequence, vector) map."""
+
+    ARCH_DEFAULTS: dict = {}
+
+    def __init__(self, **params):
+        unknown = set(params) - set(TRAIN_DEFAULTS) - set(self.ARCH_DEFAULTS)
+        if unknown:
+            raise PerfcastError(f"unknown parameter(s) {sorted(unknown)} for model {self.name!r}; known: "
+                                f"{sorted(set(TRAIN_DEFAULTS) | set(self.ARCH_DEFAULTS))}")
+        super().__init__(**{**TRAIN_DEFAULTS, **self.ARCH_DEFAULTS, **params})
+
+    # ---- subclass hooks ----------------------------------------------------------------------------------------
+    def _fit_inputs(self, X) -> None:
+        """Fit input normalizers on the training programs."""
+        raise NotImplementedError
+
+    def _inputs(self, X) -> tuple[list[np.ndarray], np.ndarray]:
+        """Per-program sequences (L_i, F) and per-program vectors (n, V), normalized."""
+        raise NotImplementedError
+
+    def _build_net(self, X):
+        raise NotImplementedError
+
+    def _input_state(self) -> dict:
+        raise NotImplementedError
+
+    def _load_input_state(self, state: dict) -> None:
+        raise NotImplementedError
+
+    # ---- training ----------------------------------------------------------------------------------------------
+    def _fit(self, X, y, X_val, y_val) -> None:
+        import torch
+
+        p = self.params
+        torch.manual_seed(p["seed"])
+        rng = np.random.default_rng(p["seed"])
+        if p["threads"]:
+            torch.set_num_threads(p["threads"])
+        self.target_ = TargetTransform(p["target"]).fit(y)
+        self._fit_inputs(X)
+        self.net_ = self._build_net(X)
+        train = Groups(*self._inputs(X))
+        z_all = torch.from_numpy(self.target_.transform(y).astype(np.float32))
+        y_all = torch.from_numpy(y.astype(np.float32))
+        val = Groups(*self._inputs(X_val)) if X_val is not None and len(X_val) else None
+        loss_fn = make_loss(p["loss"], self.target_, p["loss_lambda"])
+        opt = torch.optim.AdamW(self.net_.parameters(), lr=p["lr"], weight_decay=p["weight_decay"])
+        steps = max(1, sum(1 for _ in train.batches(p["batch_size"])))
+        sched = torch.optim.lr_scheduler.CyclicLR(opt, base_lr=p["lr"] / 10, max_lr=p["lr"],
+                                                  step_size_up=2 * steps, cycle_momentum=False)
+        best, best_state, stale, history = np.inf, None, 0, []
+        t0 = time.time()
+        for epoch in range(p["epochs"]):
+            self.net_.train()
+            total = 0.0
+            for L, seq, vec, idx in train.batches(p["batch_size"], rng):
+                t = torch.from_numpy(idx)
+                loss = loss_fn(self.net_(seq, vec), z_all[t], y_all[t])
+                opt.zero_grad()
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(self.net_.parameters(), 5.0)
+                opt.step()
+                sched.step()
+                total += float(loss.detach()) * len(idx)
+            score = float(np.mean(np.abs(self._predict_groups(val) - y_val) / y_val)) if val else total / len(y)
+            history.append({"epoch": epoch, "train_loss": total / len(y), "val_mape": score if val else None})
+            if p["verbose"]:
+                print(f"epoch {epoch:3d} loss {total / len(y):.4f} val_mape {score:.4f}", flush=True)
+            if score < best - 1e-5:
+                best, best_state, stale = score, copy.deepcopy(self.net_.state_dict()), 0
+            else:
+                stale += 1
+                if stale >= p["patience"]:
+                    break
+        if best_state is not None:
+            self.net_.load_state_dict(best_state)
+        self.info_ = {"epochs": len(history), "best_val_mape": best if val else None,
+                      "train_seconds": time.time() - t0, "samples_per_second": len(y) * len(history) /
+                      max(time.time() - t0, 1e-9), "history": history}
+
+    # ---- prediction --------------------------------------------------------------------------------------------
+    def _predict_groups(self, groups: Groups) -> np.ndarray:
+        import torch
+
+        self.net_.eval()
+        z = np.zeros(groups.n, np.float32)
+        with torch.no_grad():
+            for L, seq, vec, idx in groups.batches(4096):
+                z[idx] = self.net_(seq, vec).numpy()
+        return self.target_.inverse(z)
+
+    def _predict(self, X) -> np.ndarray:
+        return self._predict_groups(Groups(*self._inputs(X)))
+
+    def latent(self, X) -> np.ndarray:
+        """The encoder's output z (n, d) of each program (CDMPP's latent representation)."""
+        import torch
+
+        groups = Groups(*self._inputs(X))
+        out = None
+        self.net_.eval()
+        with torch.no_grad():
+            for L, seq, vec, idx in groups.batches(4096):
+                z = self.net_.encode(seq, vec).numpy()
+                if out is None:
+                    out = np.zeros((groups.n, z.shape[1]), np.float32)
+                out[idx] = z
+        return out if out is not None else np.zeros((0, 0), np.float32)
+
+    # ---- persistence -------------------------------------------------------------------------------------------
+    def _save_state(self, path: Path) -> dict:
+        import torch
+
+        torch.save(self.net_.state_dict(), path / "weights.pt")
+        return {"target": self.target_.to_dict(), "inputs": self._input_state(), "file": "weights.pt"}
+
+    def _load_state(self, path: Path, state: dict) -> None:
+        import torch
+
+        self.target_ = TargetTransform.from_dict(state["target"])
+        self._load_input_state(state["inputs"])
+        self.net_ = self._build_net(None)
+        self.net_.load_state_dict(torch.load(path / state["file"], weights_only=True))
+        self.net_.eval()

@@ -1,0 +1,132 @@
+"""Cost models: the interface, a registry by name, and saving/loading a trained model directory.
+
+A cost model follows scikit-learn: `__init__` stores parameters only, `fit(X, y, X_val=None, y_val=None)` learns
+(state in attributes ending in `_`) and returns self, `predict(X)` gives latency in seconds. X is a
+`perfcast.features.cache.ProgramFeatures`, y latency in seconds.
+
+A saved model is a directory: `model.json` (name, params, feature tag, schema version, training summary) plus the
+model's own weight files. `load_model(path)` checks the versions and says what to do on a mismatch.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .. import __version__, paths
+from ..errors import PerfcastError, UnknownNameError
+
+MODEL_FILE = "model.json"
+MODEL_FORMAT = 1  # bump when the layout of a model directory changes
+
+
+class CostModel:
+    """Base class: set `name`, implement `_fit`, `_predict`, `_save_state`, `_load_state`."""
+
+    name: str = ""
+
+    def __init__(self, **params: Any):
+        self.params = dict(params)
+
+    def get_params(self) -> dict:
+        return dict(self.params)
+
+    def fit(self, X, y, X_val=None, y_val=None) -> "CostModel":
+        y = _check_targets(y, len(X))
+        if X_val is not None:
+            y_val = _check_targets(y_val, len(X_val))
+        self._fit(X, y, X_val, y_val)
+        self.n_train_ = len(X)
+        return self
+
+    def predict(self, X) -> np.ndarray:
+        if not hasattr(self, "n_train_"):
+            raise PerfcastError(f"the {self.name} model is not trained; call fit() or load a trained model")
+        if len(X) == 0:
+            return np.zeros(0)
+        return np.asarray(self._predict(X), dtype=np.float64)
+
+    def save(self, path) -> Path:
+        from ..features.cache import FEATURE_TAG
+
+        p = Path(path)
+        p.mkdir(parents=True, exist_ok=True)
+        meta = {"format": MODEL_FORMAT, "name": self.name, "params": self.params, "feature_tag": FEATURE_TAG,
+                "perfcast_version": __version__, "n_train": self.n_train_, "info": getattr(self, "info_", {})}
+        meta["state"] = self._save_state(p)
+        (p / MODEL_FILE).write_text(json.dumps(meta, indent=1))
+        return p
+
+    # subclass hooks
+    def _fit(self, X, y, X_val, y_val) -> None:
+        raise NotImplementedError
+
+    def _predict(self, X) -> np.ndarray:
+        raise NotImplementedError
+
+    def _save_state(self, path: Path) -> dict:
+        raise NotImplementedError
+
+    def _load_state(self, path: Path, state: dict) -> None:
+        raise NotImplementedError
+
+
+def _check_targets(y, n: int) -> np.ndarray:
+    y = np.asarray(y, dtype=np.float64).reshape(-1)
+    if len(y) != n:
+        raise PerfcastError(f"{n} programs but {len(y)} latencies; pass one latency per program")
+    if len(y) == 0:
+        raise PerfcastError("no training programs: the split left the training set empty")
+    bad = ~np.isfinite(y) | (y <= 0)
+    if bad.any():
+        raise PerfcastError(f"latency {y[bad][0]!r} at index {int(np.argmax(bad))} is not a positive number of "
+                            "seconds; train on records with status ok")
+    return y
+
+
+_REGISTRY: dict[str, type[CostModel]] = {}
+
+
+def register(cls: type[CostModel]) -> type[CostModel]:
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
+def list_models() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def get_model(name: str, **params) -> CostModel:
+    if name not in _REGISTRY:
+        raise UnknownNameError("model", name, list_models())
+    return _REGISTRY[name](**params)
+
+
+def load_model(path=None) -> CostModel:
+    """A trained model from its directory (default: the bundled model)."""
+    from ..features.cache import FEATURE_TAG
+
+    p = Path(path) if path is not None else paths.bundled_model_dir()
+    f = p / MODEL_FILE
+    if not f.exists():
+        if path is None:
+            raise PerfcastError("the bundled model is missing from this installation; train one with "
+                                "`perfcast train --out DIR` and pass --model DIR")
+        raise PerfcastError(f"{str(p)!r} is not a perfcast model (no {MODEL_FILE}); train one with "
+                            "`perfcast train --out DIR`")
+    meta = json.loads(f.read_text())
+    if meta.get("format") != MODEL_FORMAT:
+        raise PerfcastError(f"model {str(p)!r} has format {meta.get('format')}, this perfcast reads {MODEL_FORMAT}; "
+                            "retrain it with `perfcast train`")
+    if meta.get("feature_tag") != FEATURE_TAG:
+        raise PerfcastError(f"model {str(p)!r} was trained on features {meta.get('feature_tag')}, this perfcast "
+                            f"computes {FEATURE_TAG}; retrain it with `perfcast train` (perfcast "
+                            f"{meta.get('perfcast_version')} reads it as it is)")
+    model = get_model(meta["name"], **meta["params"])
+    model._load_state(p, meta["state"])
+    model.n_train_ = meta["n_train"]
+    model.info_ = meta.get("info", {})
+    return model

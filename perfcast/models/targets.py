@@ -1,0 +1,104 @@
+"""Target transforms: latency (s) <-> the standardized value a model regresses (CDMPP §5.2, Table 3).
+
+Every transform maps latency in microseconds through a fitted monotone function and then standardizes
+(z = (t - mean) / std over the training targets). `boxcox` (the default) and `yeo-johnson` fit their lambda with
+scikit-learn's PowerTransformer; `quantile` maps through the empirical quantiles (uniform output); `log` and `none`
+fit nothing. `inverse_torch` is the differentiable inverse a relative-error loss (MAPE) needs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import UnknownNameError
+
+TRANSFORMS = ("boxcox", "yeo-johnson", "quantile", "log", "none")
+US = 1e6  # the transforms act on microseconds
+
+
+class TargetTransform:
+    def __init__(self, kind: str = "boxcox"):
+        if kind not in TRANSFORMS:
+            raise UnknownNameError("target transform", kind, list(TRANSFORMS))
+        self.kind = kind
+
+    # ---- the monotone map on microseconds ----------------------------------------------------------------------
+    def _forward(self, u: np.ndarray) -> np.ndarray:
+        from scipy import special
+
+        if self.kind == "boxcox":
+            return special.boxcox(u, self.lambda_)
+        if self.kind == "yeo-johnson":
+            lam = self.lambda_
+            return np.log1p(u) if lam == 0 else ((u + 1) ** lam - 1) / lam
+        if self.kind == "quantile":
+            return np.interp(u, self.quantiles_, self.references_)
+        if self.kind == "log":
+            return np.log(u)
+        return u
+
+    def fit(self, latency_s) -> "TargetTransform":
+        from sklearn.preprocessing import PowerTransformer
+
+        u = np.asarray(latency_s, dtype=np.float64).reshape(-1) * US
+        self.lambda_ = 0.0
+        if self.kind in ("boxcox", "yeo-johnson"):
+            pt = PowerTransformer(method="box-cox" if self.kind == "boxcox" else "yeo-johnson", standardize=False)
+            self.lambda_ = float(pt.fit(u.reshape(-1, 1)).lambdas_[0])
+        if self.kind == "quantile":
+            from sklearn.preprocessing import QuantileTransformer
+
+            qt = QuantileTransformer(n_quantiles=min(1000, len(u)), output_distribution="uniform").fit(u.reshape(-1, 1))
+            self.quantiles_ = qt.quantiles_[:, 0].astype(np.float64)
+            self.references_ = qt.references_.astype(np.float64)
+        t = self._forward(u)
+        self.mean_, self.std_ = float(t.mean()), float(t.std() or 1.0)
+        return self
+
+    def transform(self, latency_s) -> np.ndarray:
+        u = np.asarray(latency_s, dtype=np.float64) * US
+        return (self._forward(u) - self.mean_) / self.std_
+
+    def inverse(self, z) -> np.ndarray:
+        import torch
+
+        with torch.no_grad():
+            return self.inverse_torch(torch.as_tensor(np.asarray(z, dtype=np.float64))).numpy()
+
+    def inverse_torch(self, z):
+        """Latency in seconds from standardized values, differentiable (a torch tensor in, one out)."""
+        import torch
+
+        t = z * self.std_ + self.mean_
+        lam = self.lambda_
+        if self.kind == "boxcox":
+            u = torch.exp(t) if lam == 0 else torch.exp(torch.log1p(torch.clamp(lam * t, min=-1 + 1e-6)) / lam)
+        elif self.kind == "yeo-johnson":
+            u = torch.expm1(t) if lam == 0 else torch.exp(torch.log1p(torch.clamp(lam * t, min=-1 + 1e-6)) / lam) - 1
+        elif self.kind == "quantile":
+            q = torch.as_tensor(self.quantiles_, dtype=t.dtype)
+            r = torch.as_tensor(self.references_, dtype=t.dtype)
+            tc = torch.clamp(t, float(r[0]), float(r[-1]))
+            i = torch.clamp(torch.searchsorted(r, tc.detach()), 1, len(r) - 1)
+            w = (tc - r[i - 1]) / torch.clamp(r[i] - r[i - 1], min=1e-12)
+            u = q[i - 1] + w * (q[i] - q[i - 1])
+        elif self.kind == "log":
+            u = torch.exp(t)
+        else:
+            u = t
+        return torch.clamp(u, min=1e-6) / US  # at least 1 ps: a relative error needs a positive prediction
+
+    # ---- persistence -------------------------------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        d = {"kind": self.kind, "lambda": self.lambda_, "mean": self.mean_, "std": self.std_}
+        if self.kind == "quantile":
+            d.update(quantiles=self.quantiles_.tolist(), references=self.references_.tolist())
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "TargetTransform":
+        t = cls(d["kind"])
+        t.lambda_, t.mean_, t.std_ = d["lambda"], d["mean"], d["std"]
+        if t.kind == "quantile":
+            t.quantiles_, t.references_ = np.asarray(d["quantiles"]), np.asarray(d["references"])
+        return t

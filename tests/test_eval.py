@@ -1,0 +1,273 @@
+"""perfcast.eval: metrics against hand math, scipy and scikit-learn; splits on a small synthetic record table."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from perfcast.errors import PerfcastError, UnknownNameError
+from perfcast.eval import (SPLITS, Split, accuracy_within, by_device, by_network, by_task, get_split,
+                           kendall_tau_by_group, mape, r2, random_split, rmse, summarize, top_k_score)
+
+# ------------------------------------------------------------------------------------------------------------ metrics
+
+Y = [1.0, 2.0, 4.0, 5.0]
+P = [1.08, 1.5, 4.0, 6.0]  # relative errors 0.08, 0.25, 0, 0.2; errors 0.08, -0.5, 0, 1
+
+
+def test_pointwise_metrics_hand_math():
+    assert mape(Y, P) == pytest.approx((0.08 + 0.25 + 0 + 0.2) / 4, rel=1e-12)
+    assert rmse(Y, P) == pytest.approx(math.sqrt((0.0064 + 0.25 + 0 + 1) / 4), rel=1e-12)
+    assert r2(Y, P) == pytest.approx(1 - 1.2564 / 10, rel=1e-12)  # mean 3, ss_tot = 4 + 1 + 1 + 4
+    assert accuracy_within(Y, P, 0.05) == 0.25
+    assert accuracy_within(Y, P, 0.10) == 0.5
+    assert accuracy_within(Y, P, 0.20) == 0.75  # |6 - 5| / 5 == 0.2: the bound is inclusive
+    assert accuracy_within(Y, P, 0.30) == 1.0
+    assert mape(Y, Y) == 0.0 and rmse(Y, Y) == 0.0 and r2(Y, Y) == 1.0
+
+
+def test_pointwise_metrics_match_sklearn():
+    from sklearn import metrics as skm
+
+    rng = np.random.default_rng(3)
+    y = rng.uniform(1e-5, 1e-2, 200)
+    p = y * rng.lognormal(0, 0.3, 200)
+    assert mape(y, p) == pytest.approx(skm.mean_absolute_percentage_error(y, p), rel=1e-12)
+    assert rmse(y, p) == pytest.approx(math.sqrt(skm.mean_squared_error(y, p)), rel=1e-12)
+    assert r2(y, p) == pytest.approx(skm.r2_score(y, p), rel=1e-12)
+
+
+def test_r2_of_constant_y_is_nan():
+    assert math.isnan(r2([2.0, 2.0], [1.0, 3.0]))
+
+
+# group a: tau(y=[1,2,3], p=[1,3,2]) = (2 - 1) / 3; group b: tau([5,6], [2,1]) = -1;
+# group c: one distinct y (left out); group d: constant predictions (tau undefined, left out)
+TAU_Y = [1, 5, 2, 7, 3, 6, 7, 1, 2]
+TAU_P = [1, 2, 3, 1, 2, 1, 2, 3, 3]
+TAU_G = ["a", "b", "a", "c", "a", "b", "c", "d", "d"]
+
+
+def test_kendall_tau_hand_math():
+    assert kendall_tau_by_group(TAU_Y, TAU_P, TAU_G) == pytest.approx((1 / 3 - 1) / 2, rel=1e-12)
+    assert math.isnan(kendall_tau_by_group([1, 1, 2], [1, 2, 3], ["a", "a", "b"]))  # no rankable group
+
+
+def test_kendall_tau_matches_scipy_per_group():
+    rng = np.random.default_rng(0)
+    groups = rng.integers(0, 6, 300).astype(str)
+    y = rng.uniform(1, 10, 300).round(1)  # rounded: ties within groups
+    p = y + rng.normal(0, 2, 300)
+    df = pd.DataFrame({"g": groups, "y": y, "p": p})
+    want = np.mean([stats.kendalltau(d.y, d.p).statistic for _, d in df.groupby("g")])
+    assert kendall_tau_by_group(y, p, groups) == pytest.approx(want, rel=1e-12)
+
+
+# task a (weight 2, first record): y=[3,1,2], p=[0.5,0.9,0.7]; task b (weight 1): y=[4,8], p=[1,2]
+TOP_Y = [3.0, 4.0, 1.0, 8.0, 2.0]
+TOP_P = [0.5, 1.0, 0.9, 2.0, 0.7]
+TOP_G = ["a", "b", "a", "b", "a"]
+TOP_W = [2, 1, 9, 1, 9]
+
+
+def test_top_k_hand_math():
+    # k=1: a picks y=3 -> 1/3, b picks y=4 -> 1; weighted (2 * 1/3 + 1 * 1) / 3
+    assert top_k_score(TOP_Y, TOP_P, TOP_G, TOP_W, k=1) == pytest.approx(5 / 9, rel=1e-12)
+    # k=2: a picks y=3, y=2 -> 1/2; b picks both -> 1
+    assert top_k_score(TOP_Y, TOP_P, TOP_G, TOP_W, k=2) == pytest.approx(2 / 3, rel=1e-12)
+    assert top_k_score(TOP_Y, TOP_P, TOP_G, TOP_W, k=5) == 1.0  # fewer than k programs: all picked
+    assert top_k_score(TOP_Y, TOP_P, TOP_G, None, k=1) == pytest.approx((1 / 3 + 1) / 2, rel=1e-12)
+    assert top_k_score(TOP_Y, TOP_Y, TOP_G, TOP_W, k=1) == 1.0  # a perfect ranking
+    assert top_k_score([2.0, 1.0], [1.0, 1.0], ["t", "t"], k=1) == 0.5  # tie: the earlier record is picked
+
+
+def _top_k_reference(y, p, g, w, k):
+    df = pd.DataFrame({"y": y, "p": p, "g": g, "w": w})
+    num = den = 0.0
+    for _, d in df.groupby("g", sort=False):
+        picked = d.sort_values("p", kind="stable").head(k)
+        num += d.w.iloc[0] * d.y.min() / picked.y.min()
+        den += d.w.iloc[0]
+    return num / den
+
+
+@pytest.mark.parametrize("k", [1, 5])
+def test_top_k_matches_reference(k):
+    rng = np.random.default_rng(k)
+    g = rng.integers(0, 8, 400).astype(str)
+    task_w = {str(t): float(t + 1) for t in range(8)}
+    w = [task_w[t] for t in g]
+    y = rng.uniform(1, 10, 400)
+    p = y * rng.lognormal(0, 0.5, 400)
+    assert top_k_score(y, p, g, w, k) == pytest.approx(_top_k_reference(y, p, g, w, k), rel=1e-12)
+
+
+def test_summarize():
+    s = summarize(TOP_Y, TOP_P)
+    assert list(s) == ["n", "mape", "rmse", "acc_5", "acc_10", "acc_20", "r2"]
+    full = summarize(TOP_Y, TOP_P, TOP_G, TOP_W)
+    assert list(full) == list(s) + ["kendall_tau", "top1", "top5"]
+    assert full["n"] == 5 and type(full["n"]) is int
+    assert all(type(v) is float for k, v in full.items() if k != "n")
+    assert full["mape"] == mape(TOP_Y, TOP_P) and full["r2"] == r2(TOP_Y, TOP_P)
+    assert full["acc_10"] == accuracy_within(TOP_Y, TOP_P, 0.1)
+    assert full["top1"] == pytest.approx(5 / 9, rel=1e-12) and full["top5"] == 1.0
+    # a: tau([3,1,2], [.5,.9,.7]) = -1; b: tau([4,8], [1,2]) = 1
+    assert full["kendall_tau"] == pytest.approx(0.0, abs=1e-12)
+    assert json.loads(json.dumps(full)) == full
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: mape([1, 2, 3], [1, 2]), "3 measured values but 2 predictions"),
+    (lambda: rmse([1, 0, -1], [1, 1, 1]), r"2 of 3 \(first: index 1 = 0.0\) measured values are not positive"),
+    (lambda: r2([1, np.nan], [1, 1]), "measured values are not positive and finite"),
+    (lambda: mape([1, 2], [1, np.inf]), r"1 of 2 \(first: index 1 = inf\) predictions are not finite"),
+    (lambda: mape([], []), "no records to evaluate"),
+    (lambda: kendall_tau_by_group([1, 2], [1, 2], ["a"]), "1 groups for 2 records"),
+    (lambda: top_k_score([1, 2], [1, 2], ["a", "a"], [1], k=1), "1 weights for 2 records"),
+    (lambda: top_k_score([1, 2], [1, 2], ["a", "a"], [-1, 1], k=1), "weights are not finite and non-negative"),
+    (lambda: top_k_score([1, 2], [1, 2], ["a", "a"], [0, 0], k=1), "weights sum to 0"),
+    (lambda: top_k_score([1, 2], [1, 2], ["a", "a"], k=0), "integer k >= 1"),
+    (lambda: summarize([1, 2], [1, 2], weights=[1, 1]), "need groups"),
+])
+def test_metric_input_errors(call, match):
+    with pytest.raises(PerfcastError, match=match) as e:
+        call()
+    assert "\n" not in str(e.value)
+
+
+# ------------------------------------------------------------------------------------------------------------- splits
+
+
+def _records(n_tasks: int = 20, per_task: int = 5, with_imported: bool = True) -> pd.DataFrame:
+    """t0-t2 in resnet50 only, t3 in resnet50 and resnet18 (shared), the rest in resnet18 or vgg11, and the last
+    task (if with_imported) in no network; records alternate between two devices."""
+    rows = []
+    for t in range(n_tasks):
+        if t < 3:
+            nets = ("resnet50",)
+        elif t == 3:
+            nets = ("resnet18", "resnet50")
+        elif with_imported and t == n_tasks - 1:
+            nets = ()
+        else:
+            nets = ("resnet18",) if t % 2 else ("vgg11",)
+        for j in range(per_task):
+            rows.append({"record_id": f"r{t}.{j}", "workload_key": f"t{t}", "networks": nets,
+                         "device_id": ("dev_a", "dev_b")[j % 2]})
+    return pd.DataFrame(rows)
+
+
+def _tasks(df: pd.DataFrame, idx: np.ndarray) -> set[str]:
+    return set(df["workload_key"].iloc[idx])
+
+
+def _check_partition(split: Split, n: int) -> None:
+    parts = [split.train, split.val, split.test]
+    assert all(len(part) > 0 and part.dtype == np.int64 for part in parts)
+    assert all(np.all(np.diff(part) > 0) for part in parts)  # sorted, no duplicates
+    assert np.array_equal(np.sort(np.concatenate(parts)), np.arange(n))  # disjoint and covering
+
+
+def test_registry():
+    assert set(SPLITS) == {"random", "by_network", "by_task", "by_device"}
+    with pytest.raises(UnknownNameError, match=re.escape("unknown split 'nope'; known: by_device, by_network, "
+                                                         "by_task, random")) as e:
+        get_split("nope")
+    assert isinstance(e.value, ValueError)
+    with pytest.raises(PerfcastError, match="bad parameters for split 'by_task'.*test_networks"):
+        get_split("by_task", test_networks=["resnet50"])
+    df = _records()
+    bound = get_split("by_network", test_networks=["resnet50"], val_frac=0.2)
+    assert np.array_equal(bound(df, seed=4).val, by_network(df, 4, test_networks=["resnet50"], val_frac=0.2).val)
+
+
+def test_random_split():
+    df = _records()
+    s = random_split(df, seed=0)
+    _check_partition(s, 100)
+    assert s.sizes() == {"train": 80, "val": 10, "test": 10}
+    assert s.name == "random" and s.params == {"seed": 0, "val_frac": 0.1, "test_frac": 0.1}
+    with pytest.raises(ValueError):
+        s.train[0] = 5  # read-only
+    again, other = random_split(df, seed=0), random_split(df, seed=1)
+    assert all(np.array_equal(getattr(s, k), getattr(again, k)) for k in ("train", "val", "test"))
+    assert not np.array_equal(s.test, other.test)
+
+
+def test_by_network_is_strict():
+    df = _records()
+    s = by_network(df, seed=0, test_networks=["resnet50"])
+    _check_partition(s, 100)
+    assert _tasks(df, s.test) == {"t0", "t1", "t2", "t3"}  # t3 is also in resnet18, still test
+    assert not _tasks(df, np.concatenate([s.train, s.val])) & {"t0", "t1", "t2", "t3"}
+    assert len(_tasks(df, s.val)) == 2 and not _tasks(df, s.val) & _tasks(df, s.train)  # round(0.1 * 16) tasks
+    assert s.sizes() == {"train": 70, "val": 10, "test": 20}
+    assert s.params == {"seed": 0, "test_networks": ["resnet50"], "val_frac": 0.1}
+    assert np.array_equal(by_network(df, seed=0, test_networks="resnet50").val, s.val)  # comma-separated string form
+    assert np.array_equal(by_network(df, seed=0, test_networks=["resnet50"]).val, s.val)
+    # networks as numpy arrays (as read back from Parquet) give the same split
+    arrays = df.assign(networks=[np.array(n, dtype=object) for n in df["networks"]])
+    assert np.array_equal(by_network(arrays, seed=0, test_networks=["resnet50"]).test, s.test)
+    # two networks: vgg11 tasks are test as well
+    both = by_network(df, seed=0, test_networks=["resnet50", "vgg11"])
+    assert _tasks(df, both.test) == {"t0", "t1", "t2", "t3"} | {f"t{t}" for t in range(4, 19, 2)}
+
+
+def test_by_network_errors():
+    df = _records()
+    known = "known networks: resnet18, resnet50, vgg11; pick --test-networks among them"
+    with pytest.raises(PerfcastError, match=re.escape(f"no record of networks ['mobilenet_v2', 'bert_tiny'] in the "
+                                                      f"data; {known}")):
+        by_network(df)  # the default test networks are not all in the data: an error, not a partial split
+    with pytest.raises(PerfcastError, match=re.escape(f"no record of networks ['foo'] in the data; {known}")):
+        by_network(df, test_networks=["resnet50", "foo"])
+    with pytest.raises(PerfcastError, match="split by_network: train is empty: every task occurs in one of the test "
+                                            "networks.*hold out fewer networks"):
+        by_network(_records(with_imported=False), test_networks=["resnet50", "resnet18", "vgg11"])
+    with pytest.raises(PerfcastError, match=r"split by_network: val is empty: val_frac=0.1 of the 3 non-test tasks "
+                                            r"rounds to 0; raise val_frac"):
+        by_network(_records(n_tasks=7), test_networks=["resnet50"])
+
+
+def test_by_task():
+    df = _records()
+    s = by_task(df, seed=0)
+    _check_partition(s, 100)
+    train, val, test = _tasks(df, s.train), _tasks(df, s.val), _tasks(df, s.test)
+    assert (len(train), len(val), len(test)) == (16, 2, 2)
+    assert not (train & val or train & test or val & test)
+    assert s.sizes() == {"train": 80, "val": 10, "test": 10}
+    assert np.array_equal(by_task(df, seed=0).test, s.test) and not np.array_equal(by_task(df, seed=2).test, s.test)
+    with pytest.raises(PerfcastError, match=r"split by_task: test is empty: test_frac=0.1 of 4 tasks rounds to 0"):
+        by_task(_records(n_tasks=4))
+    with pytest.raises(PerfcastError, match=r"split by_task: val_frac=0.5, test_frac=0.5 leave nothing for train"):
+        by_task(df, val_frac=0.5, test_frac=0.5)
+
+
+def test_by_device():
+    df = _records()
+    s = get_split("by_device", test_device="dev_a")(df)
+    _check_partition(s, 100)
+    assert set(df["device_id"].iloc[s.test]) == {"dev_a"}
+    assert set(df["device_id"].iloc[np.concatenate([s.train, s.val])]) == {"dev_b"}
+    assert s.sizes() == {"train": 36, "val": 4, "test": 60}
+    assert s.params == {"seed": 0, "test_device": "dev_a", "val_frac": 0.1}
+    with pytest.raises(PerfcastError, match=r"split by_device: test is empty: no record of device 'dev_c'; "
+                                            r"known devices: dev_a, dev_b"):
+        by_device(df, test_device="dev_c")
+    with pytest.raises(PerfcastError, match="split by_device needs test_device; known devices: dev_a, dev_b"):
+        by_device(df)
+    with pytest.raises(PerfcastError, match="train is empty: 'dev_a' is the only device"):
+        by_device(df[df["device_id"] == "dev_a"], test_device="dev_a")
+
+
+def test_missing_column():
+    with pytest.raises(PerfcastError, match="split by_network: the data has no column networks"):
+        by_network(_records().drop(columns="networks"), test_networks=["resnet50"])
