@@ -114,6 +114,7 @@ def predict_records(
     path: str = typer.Argument(..., help="a perfcast dataset or a TVM meta-schedule JSON database directory"),
     model: Optional[str] = typer.Option(None, help="model directory (default: the bundled model)"),
     device: str = typer.Option("local", help="device the programs run on"),
+    limit: int = typer.Option(40, help="table rows to show (the summary line covers all)"),
     json_out: bool = typer.Option(False, "--json", help="print a JSON list"),
 ) -> None:
     from ..eval.workflow import predict_records as run
@@ -131,11 +132,22 @@ def predict_records(
     t.add_column("predicted", justify="right")
     t.add_column("measured", justify="right")
     t.add_column("error", justify="right")
-    for i, r in enumerate(rows):
+    for i, r in enumerate(rows[:limit]):
         m = r.get("measured_s")
         t.add_row(str(i), r.get("task_name", ""), f"{r['predicted_s'] * 1e3:.4g} ms",
                   f"{m * 1e3:.4g} ms" if m else "-", f"{(r['predicted_s'] - m) / m:+.1%}" if m else "-")
-    Console().print(t)
+    console = Console()
+    console.print(t)
+    known = [(r["predicted_s"], r["measured_s"]) for r in rows if r.get("measured_s")]
+    if known:
+        import numpy as np
+        from scipy.stats import kendalltau
+
+        p, m = np.array(known).T
+        err = np.abs(p - m) / m
+        tau = kendalltau(p, m).statistic if len(known) > 1 else float("nan")
+        console.print(f"{len(known)} measured programs: MAPE {err.mean():.1%}, median error {np.median(err):.1%}, "
+                      f"within ±20 % {np.mean(err <= 0.2):.0%}, Kendall τ {tau:.2f}")
 
 
 def report(

@@ -23,6 +23,7 @@ from .. import __version__
 from ..data.schema import MeasureRecord
 from ..data.store import Dataset
 from ..devices import DeviceSpec, get_device
+from ..devices.base import device_key, device_key_of_json
 from ..errors import PerfcastError
 from .base import Runner
 from .load import LoadMonitor
@@ -136,10 +137,13 @@ def collect(cfg: CollectConfig, out: str, log: Callable[[str], None] = print, pr
     res.tasks = len(tasks)
     t_start = time.time()  # measuring time only (task extraction is logged on its own)
 
-    existing = ds.read("records", ["record_id", "workload_key", "device_id"])
-    ids = set(existing.column("record_id").to_pylist())
-    count = Counter(k for k, d in zip(existing.column("workload_key").to_pylist(),
-                                      existing.column("device_id").to_pylist()) if d == spec.device_id)
+    # a program is measured once per device *and machine*: `local` on another CPU is another device (device_key)
+    dkey = device_key(spec)
+    existing = ds.read("records", ["workload_key", "program_hash", "device_spec_json"]).to_pydict()
+    keys = {j: device_key_of_json(j) for j in set(existing["device_spec_json"])}
+    have = {(k, h) for k, h, j in zip(existing["workload_key"], existing["program_hash"],
+                                      existing["device_spec_json"]) if keys[j] == dkey}
+    count = Counter(k for k, _ in have)
     n = cfg.programs_per_task
     todo = sum(max(0, n - count[k]) for k in tasks)
     info = {"started": _now(), "config": {**asdict(cfg), "measure": asdict(cfg.measure)},
@@ -183,8 +187,8 @@ def collect(cfg: CollectConfig, out: str, log: Callable[[str], None] = print, pr
                     for prog in programs:
                         if need <= 0:
                             break
-                        rid = record_id(key, spec.device_id, prog.program_hash)
-                        if rid in ids:
+                        rid = record_id(key, dkey, prog.program_hash)
+                        if (key, prog.program_hash) in have:
                             res.skipped_existing += 1
                             continue
                         mod_json = tvm.ir.save_json(prog.mod)
@@ -198,7 +202,7 @@ def collect(cfg: CollectConfig, out: str, log: Callable[[str], None] = print, pr
                         rec = _record(rid, key, task, prog, spec, spec_json, target_json, nets_of[key], r,
                                       tvm_version)
                         journal.append(rec)
-                        ids.add(rid)
+                        have.add((key, prog.program_hash))
                         count[key] += 1
                         need -= 1
                         res.measured += 1

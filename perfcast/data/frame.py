@@ -13,14 +13,20 @@ FRAME_COLUMNS = ["record_id", "workload_key", "task_name", "program_hash", "sche
 def records_frame(ds, status: str = "ok", device: str | None = None) -> pd.DataFrame:
     """Records of `ds` with `status` (and `device`), one row each, with the task's networks and weight.
 
+    `device_key` names the measured device: the device id plus, for `local`, the machine's CPU
+    (`perfcast.devices.base.device_key`); `device` filters on either.
     `networks` (tuple of names) and `task_weight` (occurrences summed over those networks) come from the dataset's
     network table, so a task measured before a later network also used it still counts for that network.
     """
     df = ds.read("records", FRAME_COLUMNS + ["status", "networks", "task_weight"]).to_pandas()
     df = df[df["status"] == status].drop(columns=["status"])
+    from ..devices.base import device_key_of_json
+
+    keys = {j: device_key_of_json(j) for j in df["device_spec_json"].unique()}
+    df["device_key"] = df["device_spec_json"].map(keys)  # `local` of two machines is two devices
     if device is not None:
-        known = sorted(df["device_id"].unique())
-        df = df[df["device_id"] == device]
+        known = sorted(set(df["device_id"]) | set(df["device_key"]))
+        df = df[(df["device_id"] == device) | (df["device_key"] == device)]
         if df.empty:
             raise PerfcastError(f"no {status} record of device {device!r} in {str(ds.root)!r}; "
                                 f"its devices: {', '.join(known) or 'none'}")

@@ -50,7 +50,11 @@ def summarize(root: str | None, plot: str | None = None) -> dict:
 
     ds, is_bundled = _open(root)
     label = "the bundled dataset" if root is None else f"dataset {str(root)!r}"
-    df = ds.read("records", _COLUMNS).to_pandas()
+    df = ds.read("records", _COLUMNS + ["device_spec_json"]).to_pandas()
+    from ..devices.base import device_key_of_json
+
+    keys = {j: device_key_of_json(j) for j in df["device_spec_json"].unique()}
+    df["device_id"] = df["device_spec_json"].map(keys)  # `local` of two machines is two devices
     pending = _journal_lines(ds.root)
     if len(df) == 0:
         extra = (f" ({pending} records wait in its journal: a collection is running or was interrupted; "

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import math
 from dataclasses import dataclass
 from typing import Callable
@@ -90,6 +91,23 @@ def parse_device_id(device_id: str) -> tuple[str, dict[str, str]]:
                                 "(e.g. local:mcpu=haswell,threads=1)")
         opts[key.strip()] = value.strip()
     return name, opts
+
+
+def device_key(spec: DeviceSpec) -> str:
+    """The measured device: its id, plus the CPU when the device is this machine (`local...`).
+
+    `local` is a different CPU on every machine that runs perfcast, so records of `local` from two machines are two
+    devices: e.g. "local@AMD EPYC/znver3" and "local@Intel(R) Xeon(R) Processor/emeraldrapids". Remote and known
+    devices keep their id.
+    """
+    if not spec.source.startswith("probed"):
+        return spec.device_id
+    m = re.search(r"detects (\S+)", spec.source)
+    return f"{spec.device_id}@{spec.name}/{m.group(1) if m else spec.mcpu}"
+
+
+def device_key_of_json(spec_json: str) -> str:
+    return device_key(DeviceSpec.from_json(spec_json))
 
 
 def get_device(device_id: str) -> DeviceSpec:

@@ -199,9 +199,10 @@ def by_device(df: pd.DataFrame, seed: int = 0, *, test_device: str | None = None
     with `default_rng(seed)` and round(val_frac * n_other) of them are val, the rest train. The same task may
     appear in all three parts (on different devices)."""
     name = "by_device"
-    _require_columns(df, name, ["device_id"])
+    col = "device_key" if "device_key" in df.columns else "device_id"  # records_frame's machine-aware key
+    _require_columns(df, name, [col])
     _check_fracs(name, val_frac=val_frac)
-    devices = df["device_id"].astype(str).to_numpy()
+    devices = df[col].astype(str).to_numpy()
     known = ", ".join(sorted(set(devices))) or "(none)"
     if test_device is None:
         raise PerfcastError(f"split by_device needs test_device; known devices: {known}; pass --test-device")

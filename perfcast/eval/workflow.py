@@ -58,13 +58,14 @@ def train(data=None, model: str = "cdmpp", split: str = "by_network", out=None, 
     save it to `out` (when given). Returns {"model", "split", "sizes", "test": scores, "path"}."""
     from ..models import get_model
 
-    ds, df, X = loaded if loaded is not None else load_data(data, progress=progress)
-    sp = make_split(df, split, seed, split_params)
-    y = df["latency_s"].to_numpy()
     params = dict(params or {})
     if "seed" not in params:
         params["seed"] = seed
-    m = get_model(model, **params).fit(X.take(sp.train), y[sp.train], X.take(sp.val), y[sp.val])
+    m = get_model(model, **params)  # a bad model name or parameter fails before the data is loaded
+    ds, df, X = loaded if loaded is not None else load_data(data, progress=progress)
+    sp = make_split(df, split, seed, split_params)
+    y = df["latency_s"].to_numpy()
+    m.fit(X.take(sp.train), y[sp.train], X.take(sp.val), y[sp.val])
     pred = m.predict(X.take(sp.test))
     result = {"model": model, "split": {"name": split, "params": sp.params, "seed": seed}, "sizes": sp.sizes(),
               "test": scores(df, y, pred, sp.test, sp.params.get("test_networks"))}
@@ -93,18 +94,28 @@ def evaluate(model=None, data=None, split: str | None = None, split_params: dict
     from ..models import get_model, load_model
 
     m = load_model(model)
+    for b in baselines:  # a bad baseline name fails before the data is loaded
+        get_model(b, seed=0)
     ds, df, X = loaded if loaded is not None else load_data(data, progress=progress)
     name, params, s = _default_split(m, ds)
     if split is not None and (split != name or split_params):
         name, params = split, dict(split_params or {})
     seed = s if seed is None else seed
-    sp = make_split(df, name, seed, params)
-    y = df["latency_s"].to_numpy()
-    trained_on = (m.info_ or {}).get("data")
-    if trained_on == str(Path(ds.root).resolve()) and (m.info_ or {}).get("split", {}).get("name") != name:
+    info = m.info_ or {}
+    trained = info.get("split") or {}
+    is_bundled = Path(ds.root).resolve() == paths.bundled_dataset_dir().resolve()
+    own_data = bool(trained) and (info.get("data") == str(Path(ds.root).resolve())
+                                  or (info.get("data_is_bundled", False) and is_bundled))
+    if own_data and trained.get("name") != name:
         raise PerfcastError(f"the model was trained on this dataset with split "
-                            f"{m.info_['split']['name']!r}; evaluating it with split {name!r} would score records it "
-                            f"was trained on; omit --split or use --split {m.info_['split']['name']}")
+                            f"{trained['name']!r}; evaluating it with split {name!r} would score records it "
+                            f"was trained on; omit --split or use --split {trained['name']}")
+    sp = make_split(df, name, seed, params)
+    if own_data and sp.params != trained.get("params"):  # same split, other seed or parameters: the same leak
+        raise PerfcastError(f"the model was trained on this dataset with split {name} {trained.get('params')}; "
+                            f"evaluating it with {sp.params} would score records it was trained on; omit --split "
+                            "and --seed (and the split's options) to evaluate on its own test part")
+    y = df["latency_s"].to_numpy()
     Xt = X.take(sp.test)
     out = {"split": {"name": name, "params": sp.params, "seed": seed}, "sizes": sp.sizes(),
            "data": str(ds.root), "model": m.name}

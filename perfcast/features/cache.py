@@ -199,8 +199,9 @@ def cache_root(ds) -> Path:
 def dataset_features(ds, records=None, jobs: int | None = None, progress: bool = True) -> ProgramFeatures:
     """Features of `records` (a DataFrame of `ds`'s records; default: all ok records), row-aligned with it.
 
-    Partitions whose features are not cached yet are computed with `jobs` processes (default: all cores) and
-    cached; records not in any partition (e.g. still in a journal) are computed without caching.
+    Partitions holding wanted records whose features are not cached yet are computed with `jobs` processes
+    (default: all cores, at most one per partition) and cached; records not in any partition (e.g. still in a
+    journal) are an error.
     """
     import pyarrow.parquet as pq
 
@@ -222,6 +223,8 @@ def dataset_features(ds, records=None, jobs: int | None = None, progress: bool =
         if cache.exists():
             found.update(_read_cache(cache))
             continue
+        if wanted.isdisjoint(pq.read_table(part, columns=["record_id"]).column("record_id").to_pylist()):
+            continue  # nothing wanted here: computed when a caller wants one of its records
         todo.append((cache, pq.read_table(part, columns=cols).to_pylist()))
     pending = {r["record_id"] for _, rs in todo for r in rs}
     missing = [i for i in wanted if i not in found and i not in pending]
@@ -240,10 +243,10 @@ def dataset_features(ds, records=None, jobs: int | None = None, progress: bool =
 def _compute(todo, task_scripts, jobs, progress) -> dict[str, tuple]:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    jobs = jobs or os.cpu_count() or 1
+    jobs = min(jobs or os.cpu_count() or 1, len(todo))  # a process per partition at most
     total = sum(len(rs) for _, rs in todo)
     found: dict[str, tuple] = {}
-    chunks = []  # (cache path, rows); big partitions are cut so that both processes stay busy
+    chunks = []  # (cache path, rows, task scripts): one per partition, each cached when done
     for cache, rs in todo:
         needed = {r["workload_key"]: task_scripts.get(r["workload_key"], "") for r in rs}
         chunks.append((cache, rs, {k: v for k, v in needed.items() if v}))

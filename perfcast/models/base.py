@@ -82,7 +82,7 @@ def _check_targets(y, n: int) -> np.ndarray:
         raise PerfcastError("no training programs: the split left the training set empty")
     bad = ~np.isfinite(y) | (y <= 0)
     if bad.any():
-        raise PerfcastError(f"latency {y[bad][0]!r} at index {int(np.argmax(bad))} is not a positive number of "
+        raise PerfcastError(f"latency {float(y[bad][0])!r} at index {int(np.argmax(bad))} is not a positive number of "
                             "seconds; train on records with status ok")
     return y
 

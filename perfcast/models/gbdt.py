@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import PerfcastError
 from .base import CostModel, register
 from .targets import TargetTransform
 
@@ -22,13 +23,17 @@ def store_matrix(X) -> np.ndarray:
         if len(X) else np.zeros((0, 164), np.float32)
 
 
+GBDT_DEFAULTS = dict(n_estimators=2000, learning_rate=0.05, max_depth=8, subsample=0.8, colsample=0.8,
+                     early_stopping=50, target="log", seed=0, threads=0)
+
+
 class _GBDT(CostModel):
-    def __init__(self, n_estimators: int = 2000, learning_rate: float = 0.05, max_depth: int = 8,
-                 subsample: float = 0.8, colsample: float = 0.8, early_stopping: int = 50, target: str = "log",
-                 seed: int = 0, threads: int = 0):
-        super().__init__(n_estimators=n_estimators, learning_rate=learning_rate, max_depth=max_depth,
-                         subsample=subsample, colsample=colsample, early_stopping=early_stopping, target=target,
-                         seed=seed, threads=threads)
+    def __init__(self, **params):
+        unknown = set(params) - set(GBDT_DEFAULTS)
+        if unknown:
+            raise PerfcastError(f"unknown parameter(s) {sorted(unknown)} for model {self.name!r}; known: "
+                                f"{sorted(GBDT_DEFAULTS)}")
+        super().__init__(**{**GBDT_DEFAULTS, **params})
 
     def _fit(self, X, y, X_val, y_val) -> None:
         self.target_ = TargetTransform(self.params["target"]).fit(y)

@@ -1,0 +1,54 @@
+"""CDMPP's ablations on our data (EuroSys'24 §7.5): positional encoding on/off (Fig. 14a), loss functions
+(Table 4: MSE, MAPE, MSPE, MSE+MAPE; plus log-MSE) and target transforms (Table 3: Box-Cox, Yeo-Johnson,
+quantile, log, none). Every variant is the `cdmpp` model with one setting changed, trained on the same training part
+of the same split in this process and scored (MAPE, RMSE) on the same test programs.
+
+    python bench/ablation.py [--split by_network] [--epochs 80] [--param KEY=VALUE ...] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", default=None)
+    ap.add_argument("--split", default="by_network")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--epochs", type=int, default=80)
+    ap.add_argument("--param", action="append", default=[], help="base cdmpp parameter KEY=VALUE")
+    ap.add_argument("--only", default="pe,loss,target", help="which ablation groups to run")
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args()
+
+    from perfcast.cli.model_cmd import _parse_params
+    from perfcast.eval.workflow import load_data, train
+    from perfcast.models import LOSSES, TRANSFORMS
+
+    base = {"epochs": a.epochs, **_parse_params(a.param)}
+    groups = {
+        "pe": [("with PE", {"use_pe": True}), ("without PE", {"use_pe": False})],
+        "loss": [(f"loss {x}", {"loss": x}) for x in LOSSES],
+        "target": [(f"target {x}", {"target": x}) for x in TRANSFORMS],
+    }
+    loaded = load_data(a.data, progress=not a.json)
+    rows = []
+    for g in a.only.split(","):
+        for label, change in groups[g]:
+            t = time.time()
+            r = train(model="cdmpp", split=a.split, params={**base, **change}, seed=a.seed, loaded=loaded)
+            o = r["test"]["overall"]
+            rows.append({"group": g, "variant": label, "params": change, "mape": o["mape"], "rmse": o["rmse"],
+                         "acc_20": o["acc_20"], "seconds": time.time() - t})
+            if not a.json:
+                print(f"{g:7s} {label:22s} MAPE {o['mape']:.3f}  RMSE {o['rmse'] * 1e3:.3f} ms  "
+                      f"±20% {o['acc_20']:.3f}  ({time.time() - t:.0f} s)", flush=True)
+    if a.json:
+        print(json.dumps({"split": a.split, "base": base, "rows": rows}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,196 @@
+"""The model commands: help texts with examples, one-line errors, and train -> eval -> predict-records end to end
+on a small dataset holding the bundled dataset's mlp records (about 90 programs of 3 tasks)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from perfcast.cli.app import app
+
+runner = CliRunner()
+
+
+def _cli(*args):
+    """Run the real console entry point (the top-level error handler included)."""
+    return subprocess.run([sys.executable, "-m", "perfcast.cli.app", *args], capture_output=True, text=True,
+                          timeout=600)
+
+
+def _one_line_error(res) -> str:
+    assert res.returncode == 2, res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1, res.stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize("cmd", ["train", "eval", "predict-records", "report", "hpo"])
+def test_model_commands_have_help_with_an_example(cmd):
+    res = runner.invoke(app, [cmd, "--help"])
+    assert res.exit_code == 0
+    assert "Example: perfcast " + cmd in " ".join(res.output.split())
+
+
+def test_unknown_model_is_one_line(tmp_path):
+    line = _one_line_error(_cli("train", "--model", "nosuch", "--out", str(tmp_path / "m")))
+    assert line == "error: unknown model 'nosuch'; known: cdmpp, lgbm, mlp, xgb"
+    assert not (tmp_path / "m").exists()
+
+
+def test_param_without_equals_is_one_line(tmp_path):
+    line = _one_line_error(_cli("train", "--param", "foo", "--out", str(tmp_path / "m")))
+    assert line == "error: --param 'foo' is not KEY=VALUE; e.g. --param epochs=100"
+
+
+def test_unknown_param_is_one_line(tmp_path):
+    line = _one_line_error(_cli("train", "--model", "xgb", "--param", "depth=3", "--out", str(tmp_path / "m")))
+    assert line.startswith("error: unknown parameter(s) ['depth'] for model 'xgb'; known: ")
+    assert "max_depth" in line
+
+
+def test_eval_of_a_directory_that_is_no_model(tmp_path):
+    line = _one_line_error(_cli("eval", "--model", str(tmp_path), "--json"))
+    assert "is not a perfcast model (no model.json)" in line and "perfcast train --out DIR" in line
+
+
+# ------------------------------------------------------------------------------------------------------ end to end
+@pytest.fixture(scope="module")
+def mlp_dataset(tmp_path_factory):
+    """A dataset of the bundled dataset's mlp records, tasks and network rows, its feature cache filled."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from perfcast import paths
+    from perfcast.data.frame import records_frame
+    from perfcast.data.schema import MeasureRecord, NetworkTaskRecord, TaskRecord, from_row
+    from perfcast.data.store import Dataset
+    from perfcast.features.cache import dataset_features
+
+    src = Dataset(paths.bundled_dataset_dir())
+    df = records_frame(src)
+    ids = pa.array(df.record_id[df.networks.map(lambda n: "mlp" in n)].tolist())
+    recs = src.read("records")
+    recs = recs.filter(pc.is_in(recs["record_id"], ids)).to_pylist()
+    nets = [r for r in src.read("networks").to_pylist() if r["network"] == "mlp"]
+    keys = {r["workload_key"] for r in nets}
+    tasks = [r for r in src.read("tasks").to_pylist() if r["workload_key"] in keys]
+    out = tmp_path_factory.mktemp("mlpdata") / "d"
+    ds = Dataset(out, create=True)
+    first = recs[0]["workload_key"]  # two partitions: the first task's records, then the others'
+    assert ds.add_records([from_row(MeasureRecord, r) for r in recs if r["workload_key"] == first]) >= 20
+    assert ds.add_records([from_row(MeasureRecord, r) for r in recs if r["workload_key"] != first]) >= 40
+    assert len(recs) >= 60
+    assert ds.add_tasks([from_row(TaskRecord, r) for r in tasks]) == 3
+    assert ds.add_network_tasks([from_row(NetworkTaskRecord, r) for r in nets]) == 3
+    # computed here, in one process, so that the commands below read the cache instead of spawning workers
+    dataset_features(ds, jobs=1, progress=False)
+    return out, records_frame(ds)
+
+
+@pytest.fixture(scope="module")
+def trained(mlp_dataset, tmp_path_factory):
+    data, df = mlp_dataset
+    model = tmp_path_factory.mktemp("model") / "xgb"
+    res = _cli("train", "--data", str(data), "--model", "xgb", "--split", "random", "--out", str(model),
+               "--param", "n_estimators=20", "--param", "threads=1", "--json")
+    assert res.returncode == 0, res.stderr
+    return model, json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def test_train_json(trained, mlp_dataset):
+    model, r = trained
+    _, df = mlp_dataset
+    n = len(df)
+    assert r["model"] == "xgb" and r["path"] == str(model)
+    assert r["split"] == {"name": "random", "params": {"seed": 0, "val_frac": 0.1, "test_frac": 0.1}, "seed": 0}
+    n_test = int(np.floor(0.1 * n + 0.5))
+    assert r["sizes"] == {"train": n - 2 * n_test, "val": n_test, "test": n_test}
+    overall = r["xgb"]["overall"]
+    assert isinstance(overall["mape"], float) and 0 < overall["mape"] < 10
+    assert overall["n"] == n_test and set(r["xgb"]["per_network"]) == {"mlp"}
+    assert r["xgb"]["per_network"]["mlp"]["mape"] == pytest.approx(overall["mape"])  # every task is mlp's
+    meta = json.loads((model / "model.json").read_text())
+    assert meta["name"] == "xgb" and meta["n_train"] == r["sizes"]["train"]
+    assert meta["params"]["n_estimators"] == 20 and meta["params"]["threads"] == 1
+    assert meta["info"]["split"]["name"] == "random" and meta["info"]["test_mape"] == pytest.approx(overall["mape"])
+
+
+def test_eval_reproduces_the_training_test_score(trained, mlp_dataset):
+    model, r = trained
+    data, _ = mlp_dataset
+    res = _cli("eval", "--model", str(model), "--data", str(data), "--json")
+    assert res.returncode == 0, res.stderr
+    e = json.loads(res.stdout.strip().splitlines()[-1])
+    assert e["model"] == "xgb" and e["split"]["name"] == "random" and e["sizes"] == r["sizes"]
+    assert isinstance(e["xgb"]["overall"]["mape"], float)
+    # the same model on the same test part: the same numbers
+    assert e["xgb"]["overall"]["mape"] == pytest.approx(r["xgb"]["overall"]["mape"], rel=1e-9)
+    assert e["xgb"]["overall"]["rmse"] == pytest.approx(r["xgb"]["overall"]["rmse"], rel=1e-9)
+
+
+def test_eval_refuses_another_split_of_the_training_data(trained, mlp_dataset):
+    model, _ = trained
+    data, _ = mlp_dataset
+    line = _one_line_error(_cli("eval", "--model", str(model), "--data", str(data), "--split", "by_task"))
+    assert "trained on this dataset with split 'random'" in line and "use --split random" in line
+    # the same split with another seed shuffles training records into the test part just as well
+    line = _one_line_error(_cli("eval", "--model", str(model), "--data", str(data), "--seed", "1"))
+    assert "would score records it was trained on" in line and "omit --split and --seed" in line
+
+
+def test_predict_records_json(trained, mlp_dataset):
+    from perfcast.eval.metrics import mape
+
+    model, r = trained
+    data, df = mlp_dataset
+    res = _cli("predict-records", str(data), "--model", str(model), "--json")
+    assert res.returncode == 0, res.stderr
+    rows = json.loads(res.stdout.strip().splitlines()[-1])
+    assert [x["record_id"] for x in rows] == df.record_id.tolist()
+    measured = np.array([x["measured_s"] for x in rows])
+    pred = np.array([x["predicted_s"] for x in rows])
+    np.testing.assert_array_equal(measured, df.latency_s.to_numpy())
+    assert np.isfinite(pred).all() and (pred > 0).all()
+    # the training part is most of the records: overall MAPE is below that of a constant (the median)
+    assert mape(measured, pred) < mape(measured, np.full_like(measured, np.median(measured)))
+
+
+def test_feature_cache_computes_only_partitions_with_wanted_records(mlp_dataset, tmp_path):
+    import shutil
+
+    from perfcast.data.frame import records_frame
+    from perfcast.data.store import Dataset
+    from perfcast.features.cache import cache_root, dataset_features
+
+    data, df = mlp_dataset
+    full = dataset_features(Dataset(data), df, jobs=1, progress=False)  # read from the fixture's cache
+    copy = Dataset(shutil.copytree(data, tmp_path / "d", ignore=shutil.ignore_patterns("features")))
+    cdf = records_frame(copy)
+    assert cdf.record_id.tolist() == df.record_id.tolist()
+    parts = copy._parts("records")
+    assert len(parts) == 2 and not list(cache_root(copy).glob("*.parquet"))
+    key = cdf.workload_key[0]
+    one = cdf[cdf.workload_key == key]
+    X1 = dataset_features(copy, one, jobs=None, progress=False)  # one partition: computed in this process
+    holding = [p.name for p in parts if key in pq_keys(p)]
+    assert [c.name for c in cache_root(copy).glob("*.parquet")] == holding
+    for i, j in enumerate(one.index):
+        np.testing.assert_array_equal(X1.leaves[i], full.leaves[j])
+        np.testing.assert_array_equal(X1.stores[i], full.stores[j])
+    np.testing.assert_array_equal(X1.analytic, full.analytic[one.index])
+    np.testing.assert_array_equal(X1.device, full.device[one.index])
+    Xall = dataset_features(copy, cdf, jobs=1, progress=False)
+    assert len(list(cache_root(copy).glob("*.parquet"))) == 2
+    np.testing.assert_array_equal(Xall.analytic, full.analytic)
+    assert all(np.array_equal(a, b) for a, b in zip(Xall.ordering, full.ordering))
+
+
+def pq_keys(part) -> set:
+    import pyarrow.parquet as pq
+
+    return set(pq.read_table(part, columns=["workload_key"]).column("workload_key").to_pylist())
