@@ -8,7 +8,7 @@ import sys
 import typer
 
 from ..errors import PerfcastError
-from . import collect_cmd, data_cmd, devices_cmd, model_cmd
+from . import collect_cmd, data_cmd, devices_cmd, model_cmd, predict_cmd
 
 app = typer.Typer(
     name="perfcast",
@@ -24,6 +24,7 @@ app.command("devices", help=devices_cmd.HELP, epilog=devices_cmd.EXAMPLE)(device
 data_app.command("summary", help=data_cmd.SUMMARY_HELP, epilog=data_cmd.SUMMARY_EXAMPLE)(data_cmd.summary)
 data_app.command("import", help=data_cmd.IMPORT_HELP, epilog=data_cmd.IMPORT_EXAMPLE)(data_cmd.import_db)
 app.add_typer(data_app, name="data")
+app.command("predict", help=predict_cmd.HELP, epilog=predict_cmd.EXAMPLE)(predict_cmd.predict)
 app.command("train", help=model_cmd.TRAIN_HELP, epilog=model_cmd.TRAIN_EXAMPLE)(model_cmd.train)
 app.command("eval", help=model_cmd.EVAL_HELP, epilog=model_cmd.EVAL_EXAMPLE)(model_cmd.evaluate)
 app.command("predict-records", help=model_cmd.PREDICT_HELP, epilog=model_cmd.PREDICT_EXAMPLE)(model_cmd.predict_records)

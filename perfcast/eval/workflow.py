@@ -53,9 +53,14 @@ def scores(df, y, pred, idx, networks=None) -> dict:
 
 
 def train(data=None, model: str = "cdmpp", split: str = "by_network", out=None, params: dict | None = None,
-          split_params: dict | None = None, seed: int = 0, progress: bool = True, loaded=None) -> dict:
+          split_params: dict | None = None, seed: int = 0, progress: bool = True, loaded=None,
+          transductive: bool = False) -> dict:
     """Fit `model` on the split's training part (validation part for early stopping), score it on the test part,
-    save it to `out` (when given). Returns {"model", "split", "sizes", "test": scores, "path"}."""
+    save it to `out` (when given). Returns {"model", "split", "sizes", "test": scores, "path"}.
+
+    `transductive=True` also gives the model the test part's programs *without their latencies* (CDMPP's
+    cross-model setting: the target networks' programs are known, their timings are not); with `cmd_alpha` > 0
+    the cdmpp/mlp latents of training and target programs are aligned by CMD."""
     from ..models import get_model
 
     params = dict(params or {})
@@ -65,13 +70,15 @@ def train(data=None, model: str = "cdmpp", split: str = "by_network", out=None, 
     ds, df, X = loaded if loaded is not None else load_data(data, progress=progress)
     sp = make_split(df, split, seed, split_params)
     y = df["latency_s"].to_numpy()
-    m.fit(X.take(sp.train), y[sp.train], X.take(sp.val), y[sp.val])
+    m.fit(X.take(sp.train), y[sp.train], X.take(sp.val), y[sp.val],
+          X_target=X.take(sp.test) if transductive else None)
     pred = m.predict(X.take(sp.test))
     result = {"model": model, "split": {"name": split, "params": sp.params, "seed": seed}, "sizes": sp.sizes(),
               "test": scores(df, y, pred, sp.test, sp.params.get("test_networks"))}
     m.info_ = {**getattr(m, "info_", {}), "data": str(Path(ds.root).resolve()),
                "data_is_bundled": Path(ds.root).resolve() == paths.bundled_dataset_dir().resolve(),
-               "split": result["split"], "test_mape": result["test"]["overall"]["mape"]}
+               "split": result["split"], "test_mape": result["test"]["overall"]["mape"],
+               "transductive": transductive}
     if out is not None:
         result["path"] = str(m.save(out))
     result["estimator"] = m

@@ -21,7 +21,22 @@ from .losses import make_loss
 from .targets import TargetTransform
 
 TRAIN_DEFAULTS = dict(epochs=150, batch_size=256, lr=2e-3, weight_decay=1e-4, loss="mse+mape", loss_lambda=1.0,
-                      target="boxcox", patience=25, seed=0, threads=0, verbose=False)
+                      target="boxcox", patience=25, seed=0, threads=0, verbose=False, cmd_alpha=0.0, cmd_moments=5)
+
+
+def cmd(a, b, moments: int = 5):
+    """Central Moment Discrepancy (Zellinger et al. 2017; CDMPP Eq. 6) between two batches of latents (n, d):
+    ||E a - E b|| + sum_{k=2..K} ||c_k(a) - c_k(b)||, with c_k the k-th central moment per dimension. The latents
+    are squashed with tanh first so that every moment is bounded (the [a, b] = [-1, 1] range of the original)."""
+    import torch
+
+    a, b = torch.tanh(a), torch.tanh(b)
+    ma, mb = a.mean(0), b.mean(0)
+    out = torch.linalg.vector_norm(ma - mb)
+    ca, cb = a - ma, b - mb
+    for k in range(2, moments + 1):
+        out = out + torch.linalg.vector_norm((ca ** k).mean(0) - (cb ** k).mean(0)) / 2 ** k
+    return out
 
 
 class Standardizer:
@@ -125,6 +140,9 @@ class TorchCostModel(CostModel):
         steps = max(1, sum(1 for _ in train.batches(p["batch_size"])))
         sched = torch.optim.lr_scheduler.CyclicLR(opt, base_lr=p["lr"] / 10, max_lr=p["lr"],
                                                   step_size_up=2 * steps, cycle_momentum=False)
+        target = getattr(self, "_X_target", None)
+        tgt = Groups(*self._inputs(target)) if target is not None and p["cmd_alpha"] > 0 else None
+        tgt_batches = []
         best, best_state, stale, history = np.inf, None, 0, []
         t0 = time.time()
         for epoch in range(p["epochs"]):
@@ -132,7 +150,15 @@ class TorchCostModel(CostModel):
             total = 0.0
             for L, seq, vec, idx in train.batches(p["batch_size"], rng):
                 t = torch.from_numpy(idx)
-                loss = loss_fn(self.net_(seq, vec), z_all[t], y_all[t])
+                if tgt is None:
+                    loss = loss_fn(self.net_(seq, vec), z_all[t], y_all[t])
+                else:  # CDMPP Eq. 7: the task loss plus alpha * CMD(source latents, target latents)
+                    if not tgt_batches:
+                        tgt_batches = list(tgt.batches(p["batch_size"], rng))
+                    _, tseq, tvec, _ = tgt_batches.pop()
+                    z = self.net_.encode(seq, vec)
+                    loss = loss_fn(self.net_.decode(z), z_all[t], y_all[t]) + \
+                        p["cmd_alpha"] * cmd(z, self.net_.encode(tseq, tvec), p["cmd_moments"])
                 opt.zero_grad()
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(self.net_.parameters(), 5.0)

@@ -34,11 +34,16 @@ class CostModel:
     def get_params(self) -> dict:
         return dict(self.params)
 
-    def fit(self, X, y, X_val=None, y_val=None) -> "CostModel":
+    def fit(self, X, y, X_val=None, y_val=None, X_target=None) -> "CostModel":
+        """`X_target`: unlabeled programs of the domain to predict (other networks, another device); models that
+        support it (cdmpp, mlp with `cmd_alpha` > 0) pull their latent distribution towards it (CDMPP Eq. 6-7)."""
         y = _check_targets(y, len(X))
         if X_val is not None:
             y_val = _check_targets(y_val, len(X_val))
+        if X_target is not None and len(X_target):
+            self._X_target = X_target
         self._fit(X, y, X_val, y_val)
+        self.__dict__.pop("_X_target", None)
         self.n_train_ = len(X)
         return self
 

@@ -12,7 +12,9 @@ Programs", EuroSys'24, §4-5 and Fig. 4).
 During training the leaf-count path is dropped for a random `head_dropout` share of each batch's programs, so that
 the shared path alone also predicts well (it is all a program with a new leaf count gets). `use_pe=False` is the
 paper's "w/o PE" ablation (Fig. 14a). `use_analytic=True` (a perfcast extension, off by default) adds an MLP
-of the program-level static figures (FLOPs, bytes, trip counts) to z_x.
+of the program-level static figures (FLOPs, bytes, trip counts) to z_x. `leaf_features="per_store"` uses TVM's
+164-d per-store (Ansor) feature rows as the leaf sequence instead of the 30-d compact-AST vectors (CDMPP builds its
+leaf vectors on Ansor's statement features), with the positional encoding of the rows' order.
 """
 
 from __future__ import annotations
@@ -21,19 +23,22 @@ import numpy as np
 
 from ..features.compact_ast import D as LEAF_DIM
 from ..features.compact_ast import positional_encoding
+from ..features.per_store import N_PER_STORE
+from ..errors import PerfcastError
 from ._torch import Standardizer, TorchCostModel
 from .base import register
 
 
 def build_net(d_model: int, heads: int, layers: int, z_dim: int, decoder_hidden: int, decoder_layers: int,
-              leaf_counts: list[int], n_device: int, n_analytic: int, head_dropout: float, dropout: float):
+              leaf_counts: list[int], n_device: int, n_analytic: int, head_dropout: float, dropout: float,
+              in_dim: int = LEAF_DIM):
     import torch
     from torch import nn
 
     class CDMPPNet(nn.Module):
         def __init__(self):
             super().__init__()
-            self.embed = nn.Linear(LEAF_DIM, d_model)
+            self.embed = nn.Linear(in_dim, d_model)
             layer = nn.TransformerEncoderLayer(d_model, heads, dim_feedforward=2 * d_model, dropout=dropout,
                                                batch_first=True)
             self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
@@ -49,7 +54,7 @@ def build_net(d_model: int, heads: int, layers: int, z_dim: int, decoder_hidden:
             self.decoder = nn.Sequential(*dec, nn.Linear(width, 1))
 
         def encode(self, seq, vec):
-            # seq: (B, L, 30) standardized leaves (+ PE); vec: (B, n_device + n_analytic)
+            # seq: (B, L, in_dim) standardized leaves (+ PE); vec: (B, n_device + n_analytic)
             B, L, _ = seq.shape
             h = self.encoder(self.embed(seq))  # (B, L, d)
             zx = self.shared(h.mean(dim=1))  # (B, z)
@@ -64,8 +69,11 @@ def build_net(d_model: int, heads: int, layers: int, z_dim: int, decoder_hidden:
             zv = self.device_mlp(vec[:, :n_device])  # (B, z)
             return zx * (1 + zv)  # (B, z)
 
+        def decode(self, z):
+            return self.decoder(z).squeeze(-1)  # (B, z) -> (B,)
+
         def forward(self, seq, vec):
-            return self.decoder(self.encode(seq, vec)).squeeze(-1)  # (B,)
+            return self.decode(self.encode(seq, vec))  # (B,)
 
     return CDMPPNet()
 
@@ -76,22 +84,32 @@ class CDMPPModel(TorchCostModel):
 
     name = "cdmpp"
     ARCH_DEFAULTS = dict(d_model=64, heads=4, layers=2, z_dim=128, decoder_hidden=256, decoder_layers=2,
-                         head_dropout=0.2, dropout=0.0, use_pe=True, use_analytic=False)
+                         head_dropout=0.2, dropout=0.0, use_pe=True, use_analytic=False, leaf_features="compact")
+
+    def _leaves(self, X) -> tuple[list, list, int]:
+        """(per-program leaf rows, their ordering vectors, row width) for the chosen `leaf_features`."""
+        if self.params["leaf_features"] == "compact":
+            return X.leaves, X.ordering, LEAF_DIM
+        if self.params["leaf_features"] == "per_store":
+            return X.stores, [np.arange(len(s), dtype=np.int32) for s in X.stores], N_PER_STORE
+        raise PerfcastError(f"leaf_features={self.params['leaf_features']!r} is not one of compact, per_store")
 
     def _fit_inputs(self, X) -> None:
-        self.leaf_norm_ = Standardizer().fit(np.concatenate(X.leaves) if len(X) else np.zeros((0, LEAF_DIM)))
+        rows, _, width = self._leaves(X)
+        self.leaf_norm_ = Standardizer().fit(np.concatenate(rows) if len(X) else np.zeros((0, width)))
         self.device_norm_ = Standardizer().fit(X.device)
         self.analytic_norm_ = Standardizer().fit(X.analytic)
-        self.leaf_counts_ = sorted({len(a) for a in X.leaves})
+        self.leaf_counts_ = sorted({max(1, len(a)) for a in rows})
 
     def _inputs(self, X):
         seqs = []
-        for leaves, order in zip(X.leaves, X.ordering):
+        rows, orders, width = self._leaves(X)
+        for leaves, order in zip(rows, orders):
             if len(leaves) == 0:  # a program without stores: one all-zero leaf
-                leaves, order = np.zeros((1, LEAF_DIM), np.float32), np.zeros(1, np.int32)
+                leaves, order = np.zeros((1, width), np.float32), np.zeros(1, np.int32)
             s = self.leaf_norm_(leaves)
             if self.params["use_pe"]:
-                s = s + positional_encoding(order, LEAF_DIM).astype(np.float32)
+                s = s + positional_encoding(order, width).astype(np.float32)
             seqs.append(s)
         vec = self.device_norm_(X.device)
         if self.params["use_analytic"]:
@@ -103,7 +121,7 @@ class CDMPPModel(TorchCostModel):
         return build_net(p["d_model"], p["heads"], p["layers"], p["z_dim"], p["decoder_hidden"],
                          p["decoder_layers"], self.leaf_counts_, len(self.device_norm_.mean_),
                          len(self.analytic_norm_.mean_) if p["use_analytic"] else 0, p["head_dropout"],
-                         p["dropout"])
+                         p["dropout"], len(self.leaf_norm_.mean_))
 
     def _input_state(self) -> dict:
         return {"leaf_norm": self.leaf_norm_.to_dict(), "device_norm": self.device_norm_.to_dict(),

@@ -30,8 +30,11 @@ def build_net(hidden: int, n_device: int):
             # seq: (B, S, 164) standardized stores; vec: (B, n_device)
             return torch.cat([self.store_mlp(seq).sum(dim=1), vec], dim=1)  # (B, hidden + n_device)
 
+        def decode(self, z):
+            return self.head(z).squeeze(-1)  # (B, hidden + n_device) -> (B,)
+
         def forward(self, seq, vec):
-            return self.head(self.encode(seq, vec)).squeeze(-1)  # (B,)
+            return self.decode(self.encode(seq, vec))  # (B,)
 
     return TensetMLP()
 

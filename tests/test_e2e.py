@@ -1,0 +1,77 @@
+"""Whole networks: the replayer (CDMPP Algorithm 2) against hand schedules, the kernel graph of a real network,
+and `perfcast predict` on the MLP with a real measurement."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from perfcast.e2e.replayer import Kernel, replay
+from perfcast.errors import PerfcastError
+
+
+def chain_and_branch():
+    # a -> b -> d, a -> c -> d
+    return [Kernel("a", 1.0), Kernel("b", 2.0, (0,)), Kernel("c", 3.0, (0,)), Kernel("d", 0.5, (1, 2))]
+
+
+def test_one_unit_is_the_sum_of_durations_and_gaps():
+    ks = chain_and_branch()
+    ks[1].gap_s = 0.25
+    r = replay(ks)
+    assert r.total_s == pytest.approx(1.0 + 2.0 + 0.25 + 3.0 + 0.5)
+    # a first, d last; b and c in between in ready-time order (both ready at 1.0: index order)
+    assert r.start_s == pytest.approx([0.0, 1.0, 3.25, 6.25])
+    assert r.end_s == pytest.approx([1.0, 3.25, 6.25, 6.75])
+
+
+def test_two_streams_overlap_independent_branches():
+    r = replay(chain_and_branch(), units={"cpu": 2})
+    # b and c run side by side after a: d starts when the longer branch (c, 3.0) ends
+    assert r.total_s == pytest.approx(1.0 + 3.0 + 0.5)
+    assert {r.unit[1], r.unit[2]} == {"cpu:0", "cpu:1"}
+
+
+def test_split_kernels_run_on_several_units_hl100_style():
+    ks = [Kernel("conv", 3.0, (), "gemm"), Kernel("relu", 1.0, (0,), "tpc")]
+    r = replay(ks, units={"gemm": 3, "tpc": 8}, split={"gemm": 3})
+    assert r.total_s == pytest.approx(3.0 / 3 + 1.0)
+    assert r.end_s[0] == pytest.approx(1.0)
+
+
+def test_replayer_errors():
+    with pytest.raises(PerfcastError, match="cycle"):
+        replay([Kernel("a", 1.0, (1,)), Kernel("b", 1.0, (0,))])
+    with pytest.raises(PerfcastError, match="lacks"):
+        replay([Kernel("a", 1.0, (), "gemm")])
+    with pytest.raises(PerfcastError, match="needs at least 3 gemm units"):
+        replay([Kernel("a", 1.0, (), "gemm")], units={"gemm": 2}, split={"gemm": 3})
+
+
+def test_kernel_graph_of_the_mlp_follows_the_dataflow():
+    from perfcast.collect.tasks import fuse, to_relax
+    from perfcast.e2e.replayer import kernel_graph
+
+    _, _, mod = to_relax("mlp", 1)
+    g = kernel_graph(fuse(mod))
+    assert len(g) >= 3
+    assert g[0][2] == ()  # the first kernel reads only the input
+    for i, (_, _, deps) in enumerate(g[1:], start=1):
+        assert deps and max(deps) < i  # every later kernel reads an earlier one
+    durations = [Kernel(n, 1e-3 * (i + 1), d) for i, (n, _, d) in enumerate(g)]
+    assert replay(durations).total_s == pytest.approx(sum(k.duration_s for k in durations))
+
+
+@pytest.mark.slow
+def test_predict_mlp_with_measure_is_real_and_consistent():
+    from perfcast.e2e import predict_network
+
+    r = predict_network("mlp", batch_size=1, device="local", measure=True)
+    assert r["kernels"] and r["predicted_s"] > 0 and r["measured_s"] > 0
+    total = sum(k["total_predicted_s"] for k in r["kernels"])
+    assert r["predicted_s"] == pytest.approx(total)  # one unit: the replay is the sum
+    assert math.isclose(sum(k["share"] for k in r["kernels"]), 1.0, rel_tol=1e-9)
+    # the measurement is a real median of repeats and the error is what it says
+    assert min(r["measured_repeats_s"]) <= r["measured_s"] <= max(r["measured_repeats_s"])
+    assert r["error"] == pytest.approx((r["predicted_s"] - r["measured_s"]) / r["measured_s"])
