@@ -140,6 +140,39 @@ def test_collect_mlp_then_rerun_adds_nothing(tmp_path):
     assert Dataset(tmp_path / "d").read("records").num_rows == 9
 
 
+def test_local_records_of_another_machine_do_not_count_here(tmp_path):
+    """`local` is a different CPU on every machine: programs measured on another machine are measured again here,
+    and the two machines' records are two devices in the summary (device_key)."""
+    import dataclasses
+
+    from perfcast.collect.collector import CollectConfig, collect
+    from perfcast.data.schema import MeasureRecord, from_row
+    from perfcast.data.store import Dataset
+    from perfcast.data.summary import summarize
+    from perfcast.devices import DeviceSpec, get_device
+    from perfcast.devices.base import device_key
+
+    cfg = CollectConfig(networks=("mlp",), device="local:threads=1", programs_per_task=2, check_load=False,
+                        measure=FAST)
+    first = str(tmp_path / "a")
+    collect(cfg, first, log=lambda m: None, progress=False)
+    here = get_device("local:threads=1")
+    other = dataclasses.replace(here, name="Other CPU", source="probed /proc/cpuinfo and /sys; LLVM 22 detects zen9")
+    assert device_key(here).startswith("local:threads=1@") and device_key(other) == "local:threads=1@Other CPU/zen9"
+    moved = [dataclasses.replace(from_row(MeasureRecord, r), device_spec_json=other.to_json(),
+                                 record_id=r["record_id"][::-1])
+             for r in Dataset(first).read("records").to_pylist()]
+    second = str(tmp_path / "b")
+    ds = Dataset(second, create=True)
+    ds.add_records(moved)
+    res = collect(cfg, second, log=lambda m: None, progress=False)
+    assert res.measured == 6  # 3 tasks x 2 programs, the other machine's 6 records notwithstanding
+    s = summarize(second)
+    assert s["devices"] == 2 and s["duplicates"] == 0
+    assert sorted(s["ok_records_by_device"].values()) == [6, 6]
+    assert DeviceSpec.from_json(moved[0].device_spec_json).name == "Other CPU"
+
+
 def _export_unseen_onnx(path):
     """A small CNN that is in no zoo: conv-bn-relu, depthwise conv, pooling, linear."""
     import torch
