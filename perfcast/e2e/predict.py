@@ -86,7 +86,7 @@ def measure_network(network: str, batch_size: int, spec, input_shape: str | None
     rng = np.random.default_rng(0)
     args = []
     for p in mod["main"].params:
-        sinfo = p.struct_info
+        sinfo = getattr(p, "struct_info_", None) or p.struct_info  # 0.27: the field; older: the property
         shape = [int(x) for x in sinfo.shape]
         dtype = str(sinfo.dtype)
         a = rng.uniform(-1, 1, size=shape).astype(dtype) if dtype.startswith("float") else np.zeros(shape, dtype)
