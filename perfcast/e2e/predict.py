@@ -86,7 +86,7 @@ def measure_network(network: str, batch_size: int, spec, input_shape: str | None
     rng = np.random.default_rng(0)
     args = []
     for p in mod["main"].params:
-        sinfo = getattr(p, "struct_info_", None) or p.struct_info  # 0.27: the field; older: the property
+        sinfo = p.ty  # TVM 0.27: relax Var.ty is the TensorType (struct_info is gone)
         shape = [int(x) for x in sinfo.shape]
         dtype = str(sinfo.dtype)
         a = rng.uniform(-1, 1, size=shape).astype(dtype) if dtype.startswith("float") else np.zeros(shape, dtype)

@@ -1,7 +1,9 @@
 """Gradient-boosted trees on aggregated per-store features: the Ansor / Tenset / TVM meta-schedule baseline.
 
 Each program is TVM's PerStoreFeature matrix (n_stores, 164) summed over its stores (Tenset's XGBoost flattening),
-so the model sees exactly what TVM users' cost model sees. The trees regress a transformed latency (`target`,
+so the model sees exactly what TVM users' cost model sees; with `use_device` (default) the device specification
+vector (CDMPP §4.3) is appended, so that on a multi-device dataset the baseline can tell devices apart (TVM trains
+one cost model per device, which amounts to the same). The trees regress a transformed latency (`target`,
 default log, the scale on which boosted trees fit latencies spanning decades best); squared error; early stopping
 on the validation set when one is given.
 """
@@ -17,14 +19,15 @@ from .base import CostModel, register
 from .targets import TargetTransform
 
 
-def store_matrix(X) -> np.ndarray:
-    """(n, 164) per-store features summed over each program's stores."""
-    return np.stack([s.sum(axis=0) if len(s) else np.zeros(s.shape[1], np.float32) for s in X.stores]) \
+def store_matrix(X, use_device: bool = False) -> np.ndarray:
+    """(n, 164) per-store features summed over each program's stores; (n, 164 + N_DEVICE) with `use_device`."""
+    A = np.stack([s.sum(axis=0) if len(s) else np.zeros(s.shape[1], np.float32) for s in X.stores]) \
         if len(X) else np.zeros((0, 164), np.float32)
+    return np.hstack([A, np.asarray(X.device, np.float32).reshape(len(A), -1)]) if use_device else A
 
 
 GBDT_DEFAULTS = dict(n_estimators=2000, learning_rate=0.05, max_depth=8, subsample=0.8, colsample=0.8,
-                     early_stopping=50, target="log", seed=0, threads=0)
+                     early_stopping=50, target="log", use_device=True, seed=0, threads=0)
 
 
 class _GBDT(CostModel):
@@ -37,11 +40,12 @@ class _GBDT(CostModel):
 
     def _fit(self, X, y, X_val, y_val) -> None:
         self.target_ = TargetTransform(self.params["target"]).fit(y)
-        val = None if X_val is None else (store_matrix(X_val), self.target_.transform(y_val))
-        self._fit_trees(store_matrix(X), self.target_.transform(y), val)
+        dev = self.params["use_device"]
+        val = None if X_val is None else (store_matrix(X_val, dev), self.target_.transform(y_val))
+        self._fit_trees(store_matrix(X, dev), self.target_.transform(y), val)
 
     def _predict(self, X) -> np.ndarray:
-        return self.target_.inverse(self._raw_predict(store_matrix(X)))
+        return self.target_.inverse(self._raw_predict(store_matrix(X, self.params["use_device"])))
 
 
 @register
