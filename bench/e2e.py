@@ -30,12 +30,22 @@ def main() -> None:
         r = predict_network(net, a.batch_size, "local", a.model, measure=True)
         plain = sum(k["total_predicted_s"] for k in r["kernels"])
         out[net] = {"predicted_s": r["predicted_s"], "plain_sum_s": plain, "measured_s": r["measured_s"],
-                    "measured_cv": r["measured_cv"], "error": r["error"], "kernels": len(r["kernels"])}
+                    "measured_cv": r["measured_cv"], "error": r["error"], "kernels": len(r["kernels"]),
+                    "measured_kernels_sum_s": r["measured_kernels_sum_s"],
+                    "worst_kernel": r["outliers"][0] if r["outliers"] else None}
         if not a.json:
             o = out[net]
             print(f"{net:14s} {o['kernels']:3d} kernels  predicted {o['predicted_s'] * 1e3:9.2f} ms (plain sum "
                   f"{o['plain_sum_s'] * 1e3:9.2f})  measured {o['measured_s'] * 1e3:9.2f} ms (CV "
-                  f"{o['measured_cv']:.1%})  error {o['error']:+.1%}", flush=True)
+                  f"{o['measured_cv']:.1%})  error {o['error']:+.1%}  [kernels timed in the network sum to "
+                  f"{o['measured_kernels_sum_s'] * 1e3:.2f} ms]", flush=True)
+            if o["worst_kernel"]:
+                w = o["worst_kernel"]
+                print(f"{'':14s} most time lost: {w['name']} measured {w['ratio']:.1f}x its prediction "
+                      f"({w['excess_s'] * 1e3:.2f} ms per run)", flush=True)
+    errs = [abs(o["error"]) for o in out.values()]
+    if not a.json:
+        print(f"mean |error| {sum(errs) / len(errs):.1%} over {len(errs)} networks (target: <= 10% each)")
     if a.json:
         print(json.dumps(out))
 

@@ -10,7 +10,7 @@ import typer
 HELP = ("Predict a network's latency on a device from the bundled (or given) model: every fused kernel TVM's default "
         "pipeline compiles is predicted once and counted by its calls. --measure also compiles and times the whole "
         "network here (TVM VM time evaluator, median of repeats) and shows the error.")
-EXAMPLE = "Example: perfcast predict resnet18 --batch-size 1 --device local --measure"
+EXAMPLE = "Example: perfcast predict resnet18 --batch-size 1 --device local --measure --plot resnet18.png"
 
 
 def predict(
@@ -21,11 +21,20 @@ def predict(
     measure: bool = typer.Option(False, "--measure", help="also compile and time the network on this machine"),
     input_shape: Optional[str] = typer.Option(None, help="shapes of dynamic ONNX inputs, NAME:1x3x224x224"),
     top: int = typer.Option(15, help="kernels to show in the table"),
+    plot: Optional[str] = typer.Option(None, help="with --measure: write predicted vs measured per kernel to this PNG"),
     json_out: bool = typer.Option(False, "--json", help="print the result as JSON"),
 ) -> None:
     from ..e2e import predict_network
 
+    from ..errors import PerfcastError
+
+    if plot and not measure:
+        raise PerfcastError(f"--plot {plot} draws predicted vs measured kernels; add --measure")
     r = predict_network(network, batch_size, device, model, measure, input_shape)
+    if plot:
+        from ..e2e.predict import plot_kernels
+
+        r["plot"] = plot_kernels(r, plot)
     if json_out:
         print(json.dumps(r))
         return
@@ -37,11 +46,28 @@ def predict(
     t.add_column("calls", justify="right")
     t.add_column("predicted / call", justify="right")
     t.add_column("share", justify="right")
+    measured = "measured_s" in r
+    if measured:
+        t.add_column("measured / call", justify="right")
+        t.add_column("measured / predicted", justify="right")
     for k in r["kernels"][:top]:
-        t.add_row(k["name"][:48], str(k["calls"]), f"{k['predicted_s'] * 1e3:.4g} ms", f"{k['share']:.1%}")
+        row = [k["name"][:48], str(k["calls"]), f"{k['predicted_s'] * 1e3:.4g} ms", f"{k['share']:.1%}"]
+        if measured:
+            row += [f"{k['measured_s'] * 1e3:.4g} ms", f"{k['ratio']:.2f}"] if "measured_s" in k else ["-", "-"]
+        t.add_row(*row)
     c = Console()
     c.print(t)
+    if r.get("warning"):
+        Console(stderr=True).print(f"[yellow]warning:[/] {r['warning']}", soft_wrap=True)
     c.print(f"[bold]predicted {r['predicted_s'] * 1e3:.4g} ms[/]")
-    if "measured_s" in r:
+    if measured:
         c.print(f"[bold]measured  {r['measured_s'] * 1e3:.4g} ms[/] (CV {r['measured_cv']:.1%}); "
-                f"error {r['error']:+.1%}")
+                f"error {r['error']:+.1%}; kernels timed one by one sum to {r['measured_kernels_sum_s'] * 1e3:.4g} ms")
+        if r["outliers"]:
+            c.print(f"kernels slower than predicted (measured >= 1.5x; tune these first, by time lost per run):")
+            for o in r["outliers"][:5]:
+                c.print(f"  {o['name']}: {o['ratio']:.1f}x, {o['excess_s'] * 1e3:.3g} ms lost")
+        else:
+            c.print("no kernel is much slower than predicted (measured < 1.5x the prediction)")
+    if plot:
+        c.print(f"plot: {r['plot']}")

@@ -56,17 +56,45 @@ def predict_network(network: str, batch_size: int = 1, device: str = "local", mo
     for k in kernels:
         k["share"] = k["total_predicted_s"] / total if total > 0 else 0.0
     kernels.sort(key=lambda k: -k["total_predicted_s"])
+    warning = unseen_device_warning(m, spec, device)
     out = {"network": label, "batch_size": batch_size, "device": spec.device_id, "schedules": "default",
            "model": getattr(m, "name", "?"), "predicted_s": total, "kernels": kernels,
            "lower_seconds": t_lower, "predict_seconds": time.time() - t0 - t_lower}
+    if warning:
+        out["warning"] = warning
     if measure:
         out.update(measure_network(network, batch_size, spec, input_shape, repeats))
         out["error"] = (total - out["measured_s"]) / out["measured_s"]
+        by_key: dict = {}
+        for (name, _, _), k in zip(graph, keys):
+            by_key.setdefault(k, set()).add(name)
+        attach_measured_kernels(out, by_key)
     return out
 
 
-def measure_network(network: str, batch_size: int, spec, input_shape: str | None = None, repeats: int = 5) -> dict:
-    """Median latency of the whole network compiled by TVM (same fused module as the tasks) on this machine."""
+def unseen_device_warning(model, spec, device: str) -> str | None:
+    """One line when the model never trained on this device (e.g. `local` on another CPU than the bundled data's):
+    the prediction then rests on the device features alone (CDMPP §4.3) and is less accurate."""
+    from ..devices.base import device_key
+
+    seen = (getattr(model, "info_", {}) or {}).get("train_devices")
+    key = device_key(spec)
+    if seen is None or key in seen:
+        return None
+    return (f"the model has no measurements of {key!r} (it trained on {', '.join(sorted(seen))}): this prediction "
+            f"comes from device features only and its error is likely well above the model's test error. To "
+            f"calibrate, measure this device (about 1 min per 65 programs: `perfcast collect --network resnet18 "
+            f"--device {device} --programs-per-task 10 --out mydata`) and train on it (`perfcast train --data "
+            f"mydata --out mymodel`, then `--model mymodel`)")
+
+
+def measure_network(network: str, batch_size: int, spec, input_shape: str | None = None, repeats: int = 5,
+                    kernels: bool = True) -> dict:
+    """Median latency of the whole network compiled by TVM (same fused module as the tasks) on this machine.
+
+    With `kernels`, the VM is then run `repeats` more times under an instrument that times every kernel call
+    (`measured_kernels_s`: kernel name -> median seconds per call), the layerwise paper's per-layer profile.
+    """
     import os
     import statistics
 
@@ -80,7 +108,8 @@ def measure_network(network: str, batch_size: int, spec, input_shape: str | None
                             "use --device local")
     os.environ["TVM_NUM_THREADS"] = str(spec.threads)
     _, _, mod = to_relax(network, batch_size, input_shape)
-    ex = tvm.compile(fuse(mod), target=spec.target())
+    fused = fuse(mod)
+    ex = tvm.compile(fused, target=spec.target())
     dev = tvm.cpu(0)
     vm = relax.VirtualMachine(ex, dev)
     rng = np.random.default_rng(0)
@@ -97,5 +126,90 @@ def measure_network(network: str, batch_size: int, spec, input_shape: str | None
     number = max(1, int(np.ceil(0.05 / max(first, 1e-6))))
     f = vm.time_evaluator("main", dev, number=number, repeat=repeats)
     lat = list(f(*args).results)
-    return {"measured_s": float(statistics.median(lat)), "measured_repeats_s": [float(x) for x in lat],
-            "measured_cv": float(np.std(lat) / np.mean(lat)) if len(lat) > 1 else 0.0}
+    out = {"measured_s": float(statistics.median(lat)), "measured_repeats_s": [float(x) for x in lat],
+           "measured_cv": float(np.std(lat) / np.mean(lat)) if len(lat) > 1 else 0.0}
+    if kernels:
+        out["measured_kernels_s"] = _time_kernels(vm, args, {gv.name_hint for gv in fused.functions
+                                                             if isinstance(fused[gv], tvm.tirx.PrimFunc)}, repeats)
+    return out
+
+
+def _time_kernels(vm, args, names: set, repeats: int) -> dict:
+    """kernel name -> median seconds per call over `repeats` instrumented runs of `main` (each call is timed from
+    the VM's before-call to after-call hook: the kernel plus a microsecond of hook overhead)."""
+    start: dict = {}
+    runs: list[dict] = []
+
+    def instrument(func, symbol, before, ret, *a):
+        now = time.perf_counter()
+        if symbol in names:
+            if before:
+                start[symbol] = now
+            else:
+                runs[-1].setdefault(symbol, []).append(now - start[symbol])
+        return 0  # VMInstrumentReturnKind.NO_OP
+
+    vm.set_instrument(instrument)
+    try:
+        for _ in range(repeats):
+            runs.append({})
+            vm["main"](*args)
+    finally:
+        vm.set_instrument(None)
+    # per kernel: the median over runs of its mean time per call in that run
+    return {k: float(np.median([np.mean(r[k]) for r in runs if k in r])) for k in set().union(*runs)}
+
+
+OUTLIER_RATIO = 1.5  # measured / predicted at which a kernel counts as under-performing (worth tuning)
+
+
+def attach_measured_kernels(out: dict, graph_names: dict) -> None:
+    """Put measured per-call times on `out["kernels"]` and list the outliers (measured >> predicted), ranked by the
+    time they lose per network run: the layerwise paper's "tuning potential" (§7.4).
+
+    `graph_names`: workload key -> every kernel name in the compiled module that has that key.
+    """
+    meas = out.pop("measured_kernels_s", {})
+    for k in out["kernels"]:
+        got = [meas[n] for n in graph_names.get(k["workload_key"], ()) if n in meas]
+        if got:
+            k["measured_s"] = float(np.median(got))
+            k["ratio"] = k["measured_s"] / k["predicted_s"] if k["predicted_s"] > 0 else float("inf")
+    out["measured_kernels_sum_s"] = float(sum(k["measured_s"] * k["calls"] for k in out["kernels"]
+                                              if "measured_s" in k))
+    worse = [k for k in out["kernels"] if k.get("ratio", 0) >= OUTLIER_RATIO]
+    for k in worse:
+        k["excess_s"] = (k["measured_s"] - k["predicted_s"]) * k["calls"]
+    out["outliers"] = [{"name": k["name"], "workload_key": k["workload_key"], "ratio": k["ratio"],
+                        "excess_s": k["excess_s"]} for k in sorted(worse, key=lambda k: -k["excess_s"])]
+
+
+def plot_kernels(r: dict, path) -> str:
+    """Predicted vs measured time per kernel call (log-log, one point per distinct kernel, size ~ calls)."""
+    from pathlib import Path
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ks = [k for k in r["kernels"] if "measured_s" in k]
+    if not ks:
+        raise PerfcastError("no kernel was timed; run with --measure on this machine")
+    p, m = np.array([k["predicted_s"] for k in ks]) * 1e3, np.array([k["measured_s"] for k in ks]) * 1e3
+    fig, ax = plt.subplots(figsize=(5.5, 5))
+    ax.scatter(m, p, s=[12 + 8 * k["calls"] for k in ks], alpha=0.7)
+    named = {o["name"] for o in r.get("outliers", [])[:5]} | {k["name"] for k in ks if k["share"] > 0.1}
+    for k, x, y in zip(ks, m, p):
+        if k["name"] in named:
+            ax.annotate(k["name"][:24], (x, y), fontsize=7)
+    lo, hi = min(p.min(), m.min()) / 1.5, max(p.max(), m.max()) * 1.5
+    ax.plot([lo, hi], [lo, hi], "k--", lw=1)
+    ax.set(xscale="log", yscale="log", xlim=(lo, hi), ylim=(lo, hi), xlabel="measured ms / call",
+           ylabel="predicted ms / call", title=f"{r['network']} (batch {r['batch_size']}): predicted "
+           f"{r['predicted_s'] * 1e3:.4g} ms\nmeasured {r['measured_s'] * 1e3:.4g} ms")
+    fig.tight_layout()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return str(path)

@@ -78,11 +78,16 @@ def train(data=None, model: str = "cdmpp", split: str = "by_network", out=None, 
     m.info_ = {**getattr(m, "info_", {}), "data": str(Path(ds.root).resolve()),
                "data_is_bundled": Path(ds.root).resolve() == paths.bundled_dataset_dir().resolve(),
                "split": result["split"], "test_mape": result["test"]["overall"]["mape"],
-               "transductive": transductive}
+               "transductive": transductive, "train_devices": train_devices(df, sp.train)}
     if out is not None:
         result["path"] = str(m.save(out))
     result["estimator"] = m
     return result
+
+
+def train_devices(df, idx) -> dict:
+    """{device key: training records}: which devices a model has seen (`perfcast predict` warns on others)."""
+    return {str(k): int(v) for k, v in df["device_key"].iloc[idx].value_counts().items()}
 
 
 def _default_split(model, ds) -> tuple[str, dict, int]:
