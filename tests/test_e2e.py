@@ -83,6 +83,11 @@ def test_predict_mlp_with_measure_is_real_and_consistent():
     assert 0.6 * r["measured_s"] <= r["measured_kernels_sum_s"] <= 1.5 * r["measured_s"]
     for k in r["kernels"]:
         assert k["ratio"] == pytest.approx(k["measured_s"] / k["predicted_s"])
+    # the VM allocated the two hidden activations and the output (TVM's plan) beside the weights and inputs: more
+    # than nothing, no more than the liveness bound (which also counts kernel workspace)
+    mem = r["memory"]
+    assert mem["measured_bytes"] == mem["weights_bytes"] + mem["input_bytes"] + 4 * (512 + 512 + 10)
+    assert mem["measured_bytes"] <= mem["peak_bytes"]
     # outliers are exactly the kernels at >= 1.5x, ranked by the time they lose
     assert [o["name"] for o in r["outliers"]] == [k["name"] for k in sorted(
         (k for k in r["kernels"] if k["ratio"] >= 1.5), key=lambda k: -(k["measured_s"] - k["predicted_s"]) * k["calls"])]
@@ -118,3 +123,37 @@ def test_a_device_the_model_never_saw_gets_a_warning_naming_the_fix():
     assert "perfcast collect --network resnet18 --device local:mcpu=x86-64,threads=1" in w
     local = get_device("local")
     assert (unseen_device_warning(m, local, "local") is None) == (device_key(local) in seen)
+
+
+# ---------------------------------------------------------------------------------------------------- memory
+def test_mlp_memory_by_hand():
+    from perfcast.collect.tasks import fuse, to_relax
+    from perfcast.e2e.memory import network_memory
+
+    m = network_memory(fuse(to_relax("mlp", 1, None)[2]))
+    f = 4  # float32
+    assert m.weights_bytes == f * (784 * 512 + 512 + 512 * 512 + 512 + 512 * 10 + 10)
+    assert m.input_bytes == f * 784 and m.output_bytes == f * 10
+    # dense2 runs while dense1's output (512 floats) is live and writes its own (512); inside, its unfused stages
+    # (matmul, add: 512 floats each) are workspace
+    assert m.peak_intermediate_bytes == f * (512 + 512 + 2 * 512) and m.peak_kernel == "fused_matmul1_add_relu"
+    assert m.peak_bytes == m.weights_bytes + m.input_bytes + m.peak_intermediate_bytes
+    # per-layer footprints (inputs incl. weights + output + workspace) for the layerwise paper's two estimators
+    fp = [f * (784 + 784 * 512 + 512 + 512 + 2 * 512), f * (512 + 512 * 512 + 512 + 512 + 2 * 512),
+          f * (512 + 512 * 10 + 10 + 10 + 10)]  # the last layer has no relu: only its matmul stage is workspace
+    assert m.two_largest_bytes == fp[0] + fp[1]
+    assert m.twice_mean_bytes == int(2 * sum(fp) / 3)
+
+
+def test_resnet18_weights_are_its_parameters_and_batchnorm_statistics():
+    from perfcast.collect.tasks import fuse, to_relax
+    from perfcast.e2e.memory import network_memory
+    from perfcast.networks import get_network
+
+    torch_model, _ = get_network("resnet18").factory(1)
+    n = sum(p.numel() for p in torch_model.parameters()) + sum(
+        b.numel() for name, b in torch_model.named_buffers() if b.is_floating_point())  # running mean / var
+    m = network_memory(fuse(to_relax("resnet18", 1, None)[2]))
+    assert m.weights_bytes == 4 * n
+    assert m.input_bytes == 4 * 3 * 224 * 224 and m.output_bytes == 4 * 1000
+    assert m.two_largest_bytes >= m.twice_mean_bytes > 0

@@ -60,6 +60,15 @@ def predict(
     if r.get("warning"):
         Console(stderr=True).print(f"[yellow]warning:[/] {r['warning']}", soft_wrap=True)
     c.print(f"[bold]predicted {r['predicted_s'] * 1e3:.4g} ms[/]")
+    mem = r["memory"]
+    mib = 2 ** 20
+    line = (f"memory: peak {mem['peak_bytes'] / mib:.1f} MiB (weights {mem['weights_bytes'] / mib:.1f}, inputs "
+            f"{mem['input_bytes'] / mib:.2f}, live intermediates at most {mem['peak_intermediate_bytes'] / mib:.1f} "
+            f"during {mem['peak_kernel']})")
+    if "measured_bytes" in mem:
+        line += f"; the VM allocated {mem['measured_bytes'] / mib:.1f} MiB"
+    c.print(line + f"; layerwise-paper estimators: two largest layers {mem['two_largest_bytes'] / mib:.1f} MiB, "
+            f"2x mean layer {mem['twice_mean_bytes'] / mib:.1f} MiB")
     if measured:
         c.print(f"[bold]measured  {r['measured_s'] * 1e3:.4g} ms[/] (CV {r['measured_cv']:.1%}); "
                 f"error {r['error']:+.1%}; kernels timed one by one sum to {r['measured_kernels_sum_s'] * 1e3:.4g} ms")

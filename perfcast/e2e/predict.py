@@ -29,6 +29,7 @@ def predict_network(network: str, batch_size: int = 1, device: str = "local", mo
     from ..devices import get_device
     from ..features.cache import features_of_programs
     from ..models import load_model
+    from .memory import network_memory
     from .replayer import Kernel, kernel_graph, replay
 
     spec = get_device(device)
@@ -36,7 +37,9 @@ def predict_network(network: str, batch_size: int = 1, device: str = "local", mo
     load_x86_intrinsics()
     t0 = time.time()
     label, _, mod = to_relax(network, batch_size, input_shape)
-    graph = kernel_graph(fuse(mod))
+    fused = fuse(mod)
+    graph = kernel_graph(fused)
+    memory = network_memory(fused)
     t_lower = time.time() - t0
     # each distinct kernel (structural workload key, as the data engine keys tasks) is predicted once
     keys, programs, names = [], {}, {}
@@ -60,6 +63,7 @@ def predict_network(network: str, batch_size: int = 1, device: str = "local", mo
     out = {"network": label, "batch_size": batch_size, "device": spec.device_id, "schedules": "default",
            "model": getattr(m, "name", "?"), "predicted_s": total, "kernels": kernels,
            "lower_seconds": t_lower, "predict_seconds": time.time() - t0 - t_lower}
+    out["memory"] = memory.to_dict()
     if warning:
         out["warning"] = warning
     if measure:
@@ -69,6 +73,9 @@ def predict_network(network: str, batch_size: int = 1, device: str = "local", mo
         for (name, _, _), k in zip(graph, keys):
             by_key.setdefault(k, set()).add(name)
         attach_measured_kernels(out, by_key)
+        # what the VM really allocated for one inference, plus the weights and inputs it was given
+        out["memory"]["measured_bytes"] = (out.pop("measured_vm_storage_bytes") + memory.weights_bytes
+                                           + memory.input_bytes)
     return out
 
 
@@ -129,20 +136,24 @@ def measure_network(network: str, batch_size: int, spec, input_shape: str | None
     out = {"measured_s": float(statistics.median(lat)), "measured_repeats_s": [float(x) for x in lat],
            "measured_cv": float(np.std(lat) / np.mean(lat)) if len(lat) > 1 else 0.0}
     if kernels:
-        out["measured_kernels_s"] = _time_kernels(vm, args, {gv.name_hint for gv in fused.functions
-                                                             if isinstance(fused[gv], tvm.tirx.PrimFunc)}, repeats)
+        out["measured_kernels_s"], out["measured_vm_storage_bytes"] = _time_kernels(
+            vm, args, {gv.name_hint for gv in fused.functions if isinstance(fused[gv], tvm.tirx.PrimFunc)}, repeats)
     return out
 
 
 def _time_kernels(vm, args, names: set, repeats: int) -> dict:
-    """kernel name -> median seconds per call over `repeats` instrumented runs of `main` (each call is timed from
-    the VM's before-call to after-call hook: the kernel plus a microsecond of hook overhead)."""
+    """(kernel name -> median seconds per call over `repeats` instrumented runs of `main`, bytes the VM allocates
+    for one run). Each call is timed from the VM's before-call to after-call hook: the kernel plus about a
+    microsecond of hook overhead; the storage is the sum of the VM's `alloc_storage` calls (its memory plan)."""
     start: dict = {}
     runs: list[dict] = []
+    storage: list[int] = []  # bytes of each alloc_storage call of the first run
 
     def instrument(func, symbol, before, ret, *a):
         now = time.perf_counter()
-        if symbol in names:
+        if symbol == "vm.builtin.alloc_storage" and before and len(runs) == 1:
+            storage.append(int(np.prod([int(x) for x in a[1]])))  # args: (vm, (nbytes,), device, dtype, scope)
+        elif symbol in names:
             if before:
                 start[symbol] = now
             else:
@@ -157,7 +168,7 @@ def _time_kernels(vm, args, names: set, repeats: int) -> dict:
     finally:
         vm.set_instrument(None)
     # per kernel: the median over runs of its mean time per call in that run
-    return {k: float(np.median([np.mean(r[k]) for r in runs if k in r])) for k in set().union(*runs)}
+    return {k: float(np.median([np.mean(r[k]) for r in runs if k in r])) for k in set().union(*runs)}, sum(storage)
 
 
 OUTLIER_RATIO = 1.5  # measured / predicted at which a kernel counts as under-performing (worth tuning)
