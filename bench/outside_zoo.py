@@ -60,36 +60,17 @@ def operators():
 
 
 def tune(mod, work_dir: str, trials: int) -> None:
-    import tvm
-    from tvm.ir.utils import derived_object
     from tvm.s_tir import meta_schedule as ms
-    from tvm.s_tir.meta_schedule.builder import BuilderResult, PyBuilder
 
-    from perfcast._tvm.util import load_x86_intrinsics
     from perfcast.devices import get_device
-
-    load_x86_intrinsics()  # the stock LocalBuilder imports every backend's intrinsics per batch (slow)
-
-    @derived_object
-    class InProcessBuilder(PyBuilder):
-        def build(self, build_inputs):
-            out = []
-            for inp in build_inputs:
-                try:
-                    lib = tvm.tirx.build(inp.mod, target=inp.target)
-                    path = os.path.join(tempfile.mkdtemp(prefix="perfcast-bench-build-"), "lib.so")
-                    lib.export_library(path)
-                    out.append(BuilderResult(path, None))
-                except Exception as e:  # noqa: BLE001
-                    out.append(BuilderResult(None, str(e)))
-            return out
+    from perfcast.e2e.schedules import in_process_builder
 
     spec = get_device("local")
     os.environ["TVM_NUM_THREADS"] = str(spec.threads)
     runner = ms.runner.LocalRunner(evaluator_config=ms.runner.EvaluatorConfig(number=3, repeat=5,
                                                                                min_repeat_ms=20))
     ms.tune_tir(mod, spec.target(), work_dir, max_trials_global=trials, num_trials_per_iter=16,
-                builder=InProcessBuilder(), runner=runner, num_tuning_cores=1, seed=0)
+                builder=in_process_builder(), runner=runner, num_tuning_cores=1, seed=0)
 
 
 def main() -> None:

@@ -29,7 +29,7 @@ def _one_line_error(res) -> str:
     return lines[0]
 
 
-@pytest.mark.parametrize("cmd", ["train", "eval", "predict-records", "report", "hpo", "predict"])
+@pytest.mark.parametrize("cmd", ["train", "eval", "predict-records", "report", "hpo", "predict", "tune"])
 def test_model_commands_have_help_with_an_example(cmd):
     res = runner.invoke(app, [cmd, "--help"])
     assert res.exit_code == 0
@@ -201,6 +201,7 @@ def pq_keys(part) -> set:
     (["mlp", "--batch-size", "0"], "batch size 0"),
     (["mlp", "--plot", "x.png"], "--plot x.png draws predicted vs measured kernels; add --measure"),
     (["missing.onnx"], "ONNX file 'missing.onnx' not found"),
+    (["mlp", "--schedules", "tuned:nowhere"], "'nowhere' is not a meta-schedule JSON database"),
 ])
 def test_predict_bad_input_is_one_line(args, expect):
     assert expect in _one_line_error(_cli("predict", *args))

@@ -25,6 +25,7 @@ data_app.command("summary", help=data_cmd.SUMMARY_HELP, epilog=data_cmd.SUMMARY_
 data_app.command("import", help=data_cmd.IMPORT_HELP, epilog=data_cmd.IMPORT_EXAMPLE)(data_cmd.import_db)
 app.add_typer(data_app, name="data")
 app.command("predict", help=predict_cmd.HELP, epilog=predict_cmd.EXAMPLE)(predict_cmd.predict)
+app.command("tune", help=predict_cmd.TUNE_HELP, epilog=predict_cmd.TUNE_EXAMPLE)(predict_cmd.tune)
 app.command("train", help=model_cmd.TRAIN_HELP, epilog=model_cmd.TRAIN_EXAMPLE)(model_cmd.train)
 app.command("eval", help=model_cmd.EVAL_HELP, epilog=model_cmd.EVAL_EXAMPLE)(model_cmd.evaluate)
 app.command("predict-records", help=model_cmd.PREDICT_HELP, epilog=model_cmd.PREDICT_EXAMPLE)(model_cmd.predict_records)

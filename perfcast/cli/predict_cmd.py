@@ -18,6 +18,8 @@ def predict(
     batch_size: int = typer.Option(1, help="batch size"),
     device: str = typer.Option("local", help="device id (see `perfcast devices`)"),
     model: Optional[str] = typer.Option(None, help="model directory (default: the bundled model)"),
+    schedules: str = typer.Option("default", help="default (TVM's default kernels), tuned:DB_DIR (a meta-schedule "
+                                  "JSON database) or random:SEED (one random schedule per task)"),
     measure: bool = typer.Option(False, "--measure", help="also compile and time the network on this machine"),
     input_shape: Optional[str] = typer.Option(None, help="shapes of dynamic ONNX inputs, NAME:1x3x224x224"),
     top: int = typer.Option(15, help="kernels to show in the table"),
@@ -30,7 +32,7 @@ def predict(
 
     if plot and not measure:
         raise PerfcastError(f"--plot {plot} draws predicted vs measured kernels; add --measure")
-    r = predict_network(network, batch_size, device, model, measure, input_shape)
+    r = predict_network(network, batch_size, device, model, measure, input_shape, schedules=schedules)
     if plot:
         from ..e2e.predict import plot_kernels
 
@@ -41,7 +43,10 @@ def predict(
     from rich.console import Console
     from rich.table import Table
 
-    t = Table(title=f"{r['network']} (batch {r['batch_size']}) on {r['device']}: {len(r['kernels'])} kernels")
+    sched = r["schedules"] if r["schedules"] == "default" else (
+        f"{r['schedules']}: {r['scheduled_kernels']} kernels scheduled, {r['untuned_kernels']} default")
+    t = Table(title=f"{r['network']} (batch {r['batch_size']}) on {r['device']}: {len(r['kernels'])} kernels; "
+                    f"schedules {sched}")
     t.add_column("kernel")
     t.add_column("calls", justify="right")
     t.add_column("predicted / call", justify="right")
@@ -80,3 +85,21 @@ def predict(
             c.print("no kernel is much slower than predicted (measured < 1.5x the prediction)")
     if plot:
         c.print(f"plot: {r['plot']}")
+
+
+TUNE_HELP = ("Tune every task of a network with TVM meta-schedule on this machine (evolutionary search, real "
+             "measurements) into a JSON database, for `perfcast predict --schedules tuned:DB_DIR`.")
+TUNE_EXAMPLE = "Example: perfcast tune mlp --trials 48 --out runs/mlp-db"
+
+
+def tune(
+    network: str = typer.Argument(..., help="zoo name, FILE.onnx or file.py:factory"),
+    out: str = typer.Option(..., help="database directory (created)"),
+    trials: int = typer.Option(64, help="measurement trials over all tasks (16 per task and round)"),
+    batch_size: int = typer.Option(1, help="batch size"),
+    device: str = typer.Option("local", help="local or a local:mcpu=...,threads=N variant"),
+    input_shape: Optional[str] = typer.Option(None, help="shapes of dynamic ONNX inputs, NAME:1x3x224x224"),
+) -> None:
+    from ..e2e.schedules import tune_network
+
+    print(f"database: {tune_network(network, out, trials, device, batch_size, input_shape)}")

@@ -15,7 +15,7 @@ For comparison, the two estimators of the layerwise paper (`ai-driven-performanc
 Eq. 3), computed from per-kernel footprints (inputs + output + workspace of one kernel):
 `two_largest_bytes` (pessimistic: the two largest footprints) and `twice_mean_bytes` (optimistic: 2 x the mean).
 
-`measured_storage_bytes` (see `perfcast.e2e.predict.measure_network`) is what the Relax VM really allocates for
+`measured_bytes` (with `--measure`, see `perfcast.e2e.predict.measure_network`) is what the Relax VM really allocates for
 one inference (its `alloc_storage` calls, observed with the VM instrument) plus weights and inputs.
 """
 

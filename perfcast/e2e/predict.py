@@ -20,8 +20,10 @@ from ..errors import PerfcastError
 
 
 def predict_network(network: str, batch_size: int = 1, device: str = "local", model=None, measure: bool = False,
-                    input_shape: str | None = None, repeats: int = 5) -> dict:
-    """{"network", "batch_size", "device", "predicted_s", "kernels": [...], "measured_s"?, ...} for `network`."""
+                    input_shape: str | None = None, repeats: int = 5, schedules: str = "default") -> dict:
+    """{"network", "batch_size", "device", "predicted_s", "kernels": [...], "measured_s"?, ...} for `network`.
+
+    `schedules`: "default", "tuned:DB_DIR" or "random:SEED" (see `perfcast.e2e.schedules`)."""
     import tvm
 
     from .._tvm.util import load_x86_intrinsics, normalize_primfunc, structural_key
@@ -31,7 +33,9 @@ def predict_network(network: str, batch_size: int = 1, device: str = "local", mo
     from ..models import load_model
     from .memory import network_memory
     from .replayer import Kernel, kernel_graph, replay
+    from .schedules import apply_schedules, parse_schedules
 
+    parse_schedules(schedules)  # a bad value fails before any work
     spec = get_device(device)
     m = model if hasattr(model, "predict") else load_model(model)
     load_x86_intrinsics()
@@ -40,15 +44,15 @@ def predict_network(network: str, batch_size: int = 1, device: str = "local", mo
     fused = fuse(mod)
     graph = kernel_graph(fused)
     memory = network_memory(fused)
+    applied, sched_info = apply_schedules(fused, spec.target(), schedules)
     t_lower = time.time() - t0
     # each distinct kernel (structural workload key, as the data engine keys tasks) is predicted once
     keys, programs, names = [], {}, {}
     for name, func, _ in graph:
-        f = normalize_primfunc(func)
-        k = structural_key(f)
+        k = structural_key(func)  # the task's key (of the unscheduled kernel), as in the dataset
         keys.append(k)
-        if k not in programs:
-            programs[k], names[k] = tvm.IRModule({"main": f}), name
+        if k not in programs:  # the program that runs: the scheduled kernel of that name
+            programs[k], names[k] = tvm.IRModule({"main": normalize_primfunc(applied[name])}), name
     order = list(programs)
     per_call = dict(zip(order, m.predict(features_of_programs([programs[k] for k in order], spec))))
     sim = replay([Kernel(name, float(per_call[k]), deps) for (name, _, deps), k in zip(graph, keys)])
@@ -60,14 +64,14 @@ def predict_network(network: str, batch_size: int = 1, device: str = "local", mo
         k["share"] = k["total_predicted_s"] / total if total > 0 else 0.0
     kernels.sort(key=lambda k: -k["total_predicted_s"])
     warning = unseen_device_warning(m, spec, device)
-    out = {"network": label, "batch_size": batch_size, "device": spec.device_id, "schedules": "default",
+    out = {"network": label, "batch_size": batch_size, "device": spec.device_id, **sched_info,
            "model": getattr(m, "name", "?"), "predicted_s": total, "kernels": kernels,
            "lower_seconds": t_lower, "predict_seconds": time.time() - t0 - t_lower}
     out["memory"] = memory.to_dict()
     if warning:
         out["warning"] = warning
     if measure:
-        out.update(measure_network(network, batch_size, spec, input_shape, repeats))
+        out.update(measure_network(network, batch_size, spec, input_shape, repeats, fused=applied))
         out["error"] = (total - out["measured_s"]) / out["measured_s"]
         by_key: dict = {}
         for (name, _, _), k in zip(graph, keys):
@@ -96,11 +100,13 @@ def unseen_device_warning(model, spec, device: str) -> str | None:
 
 
 def measure_network(network: str, batch_size: int, spec, input_shape: str | None = None, repeats: int = 5,
-                    kernels: bool = True) -> dict:
+                    kernels: bool = True, fused=None) -> dict:
     """Median latency of the whole network compiled by TVM (same fused module as the tasks) on this machine.
 
     With `kernels`, the VM is then run `repeats` more times under an instrument that times every kernel call
     (`measured_kernels_s`: kernel name -> median seconds per call), the layerwise paper's per-layer profile.
+    `fused`: the fused (and possibly scheduled, `perfcast.e2e.schedules`) module to compile instead of lowering
+    `network` again.
     """
     import os
     import statistics
@@ -115,7 +121,7 @@ def measure_network(network: str, batch_size: int, spec, input_shape: str | None
                             "use --device local")
     os.environ["TVM_NUM_THREADS"] = str(spec.threads)
     _, _, mod = to_relax(network, batch_size, input_shape)
-    fused = fuse(mod)
+    fused = fuse(mod) if fused is None else fused
     ex = tvm.compile(fused, target=spec.target())
     dev = tvm.cpu(0)
     vm = relax.VirtualMachine(ex, dev)

@@ -1,0 +1,148 @@
+"""Which schedule each kernel of a network runs with: `default`, `tuned:DB` or `random:SEED`.
+
+- `default`: TVM's default CPU pipeline kernel, the fused PrimFunc unscheduled (what `tvm.compile` runs).
+- `tuned:DB`: the best record of a meta-schedule JSON database (`database_workload.json` +
+  `database_tuning_record.json`, e.g. from `ms.tune_tir` / `ms.relax_integration.tune_relax` on the fused
+  module); kernels the database lacks keep the default kernel (`compile_relax` would give those DLight schedules,
+  which perfcast has no records of; `untuned_kernels` says how many).
+- `random:SEED`: one random schedule per task from meta-schedule's design space (the data engine's sampler).
+
+`apply_schedules(fused, target, spec)` returns the fused module with every scheduled kernel substituted (same
+names, same calls), so the program that is predicted is exactly the program that is compiled and measured.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import PerfcastError
+
+
+def parse_schedules(spec: str) -> tuple[str, str | None]:
+    """("default", None) | ("tuned", DB_DIR) | ("random", SEED)."""
+    kind, _, arg = spec.partition(":")
+    if kind == "default" and not arg:
+        return "default", None
+    if kind == "tuned" and arg:
+        p = Path(arg)
+        if not (p / "database_tuning_record.json").exists() or not (p / "database_workload.json").exists():
+            raise PerfcastError(f"--schedules tuned:{arg}: {arg!r} is not a meta-schedule JSON database (needs "
+                                "database_workload.json and database_tuning_record.json); tune with TVM "
+                                "meta-schedule first")
+        return "tuned", str(p)
+    if kind == "random" and arg.isdigit():
+        return "random", arg
+    raise PerfcastError(f"--schedules {spec!r} is not one of default, tuned:DB_DIR, random:SEED "
+                        "(e.g. --schedules random:0)")
+
+
+def apply_schedules(fused, target, spec: str) -> tuple[object, dict]:
+    """(module with scheduled kernels substituted, {"schedules", "scheduled_kernels", "untuned_kernels"})."""
+    import tvm
+    from tvm.s_tir import meta_schedule as ms
+
+    from .._tvm.util import load_x86_intrinsics, main_func, normalize_primfunc, structural_key
+
+    kind, arg = parse_schedules(spec)
+    prim = [(gv, f) for gv, f in fused.functions_items() if isinstance(f, tvm.tirx.PrimFunc)]
+    if kind == "default":
+        return fused, {"schedules": "default", "scheduled_kernels": 0, "untuned_kernels": 0}
+    load_x86_intrinsics()
+    tasks = ms.relax_integration.extract_tasks(fused, target)
+    by_key: dict = {}  # task key -> scheduled PrimFunc
+    db = ms.database.JSONDatabase(work_dir=arg) if kind == "tuned" else None
+    for t in tasks:
+        task_mod = t.dispatched[0] if t.dispatched else t.mod
+        key = structural_key(normalize_primfunc(main_func(task_mod)))
+        if key in by_key:
+            continue
+        if kind == "tuned":
+            best = db.query_ir_module(task_mod, target, t.task_name)
+            if best is not None:
+                by_key[key] = main_func(best)
+        else:
+            from ..collect.space import random_programs, stable_seed
+
+            program = next(iter(random_programs(task_mod, target, stable_seed(arg, key))), None)
+            if program is not None:
+                by_key[key] = main_func(program.mod)
+    out = fused
+    n = 0
+    for gv, f in prim:
+        s = by_key.get(structural_key(f))
+        if s is not None:
+            if "global_symbol" in (s.attrs or {}):  # tuned/sampled programs are named "main"; the kernel is private
+                s = s.without_attr("global_symbol")
+            for k, v in (f.attrs or {}).items():
+                s = s.with_attr(k, v)
+            out = _replace(out, gv, s)
+            n += 1
+    info = {"schedules": spec, "scheduled_kernels": n, "untuned_kernels": len(prim) - n}
+    if kind == "tuned" and n == 0:
+        raise PerfcastError(f"--schedules {spec}: the database has no record of any kernel of this network "
+                            "(was it tuned for this network, batch size and target?)")
+    return out, info
+
+
+def _replace(mod, gv, func):
+    import tvm
+
+    funcs = {g: (func if g.same_as(gv) else f) for g, f in mod.functions_items()}
+    return tvm.IRModule(funcs, attrs=mod.attrs)
+
+
+def in_process_builder():
+    """A meta-schedule builder that builds in this process (the stock LocalBuilder re-imports every backend's
+    tensor intrinsics per batch: seconds each on this machine)."""
+    import os
+    import tempfile
+
+    import tvm
+    from tvm.ir.utils import derived_object
+    from tvm.s_tir.meta_schedule.builder import BuilderResult, PyBuilder
+
+    from .._tvm.util import load_x86_intrinsics
+
+    load_x86_intrinsics()
+
+    @derived_object
+    class InProcessBuilder(PyBuilder):
+        def build(self, build_inputs):
+            out = []
+            for inp in build_inputs:
+                try:
+                    lib = tvm.tirx.build(inp.mod, target=inp.target)
+                    path = os.path.join(tempfile.mkdtemp(prefix="perfcast-build-"), "lib.so")
+                    lib.export_library(path)
+                    out.append(BuilderResult(path, None))
+                except Exception as e:  # noqa: BLE001 - a failed candidate is a result, not a crash
+                    out.append(BuilderResult(None, str(e)))
+            return out
+
+    return InProcessBuilder()
+
+
+def tune_network(network: str, db_dir, trials: int, device: str = "local", batch_size: int = 1,
+                 input_shape: str | None = None, seed: int = 0) -> str:
+    """Tune every task of `network` with TVM meta-schedule (evolutionary search, TVM's XGBoost cost model, real
+    measurements here) into a JSON database usable as `--schedules tuned:DB_DIR`. Returns the directory."""
+    import os
+
+    from tvm.s_tir import meta_schedule as ms
+
+    from ..collect.tasks import fuse, to_relax
+    from ..devices import get_device
+
+    spec = get_device(device)
+    if spec.rpc_key:
+        raise PerfcastError(f"tuning runs on this machine; {device!r} is remote")
+    if trials < 1:
+        raise PerfcastError(f"trials {trials} must be at least 1")
+    os.environ["TVM_NUM_THREADS"] = str(spec.threads)
+    _, _, mod = to_relax(network, batch_size, input_shape)
+    runner = ms.runner.LocalRunner(evaluator_config=ms.runner.EvaluatorConfig(number=3, repeat=5, min_repeat_ms=20))
+    Path(db_dir).mkdir(parents=True, exist_ok=True)
+    ms.relax_integration.tune_relax(fuse(mod), {}, spec.target(), str(db_dir), max_trials_global=trials,
+                                    num_trials_per_iter=16, builder=in_process_builder(), runner=runner,
+                                    seed=seed)
+    return str(db_dir)
