@@ -1,53 +1,78 @@
-"""Whole-network latency, predicted vs measured on this machine (TVM default schedules, batch 1).
+"""Whole-network latency, predicted vs measured on this machine (batch 1), with TVM default and tuned schedules.
 
-For each network: `perfcast.e2e.predict_network(..., measure=True)` — every fused kernel predicted once by the model
-(default: bundled), replayed on one CPU unit (CDMPP Algorithm 2; with one unit this is the plain sum, printed beside
-as a check), and the whole network compiled with `tvm.compile` and timed in the Relax VM (median of repeats).
+For each network and schedule set: `perfcast.e2e.predict_network(..., measure=True)` — every fused kernel predicted
+once by the model (default: bundled), replayed on one CPU unit (CDMPP Algorithm 2; with one unit this is the plain
+sum, printed beside as a check), and the whole network compiled and timed in the Relax VM (median of repeats), each
+kernel also timed inside the network. `tuned` uses a meta-schedule database per network, `--tuned-dir/NETWORK`,
+created with `perfcast.e2e.schedules.tune_network` (`--trials` per network) when missing.
 
-    python bench/e2e.py [--networks resnet50,mobilenet_v2,bert_tiny] [--model DIR] [--json]
+    python bench/e2e.py [--networks resnet50,mobilenet_v2,bert_tiny] [--schedules default,tuned]
+                        [--tuned-dir runs/e2e-tuned] [--trials 16xTASKS] [--model DIR] [--json]
 
-Keep the machine quiet: it measures.
+Keep the machine quiet: it measures (and tunes).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--networks", default="resnet50,mobilenet_v2,bert_tiny")
+    ap.add_argument("--schedules", default="default,tuned")
+    ap.add_argument("--tuned-dir", default="runs/e2e-tuned")
+    ap.add_argument("--trials", type=int, default=0, help="tuning trials per network (default: 16 per task)")
     ap.add_argument("--batch-size", type=int, default=1)
     ap.add_argument("--model", default=None)
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
 
     from perfcast.e2e import predict_network
+    from perfcast.e2e.schedules import tune_network
 
     out = {}
     for net in a.networks.split(","):
-        r = predict_network(net, a.batch_size, "local", a.model, measure=True)
-        plain = sum(k["total_predicted_s"] for k in r["kernels"])
-        out[net] = {"predicted_s": r["predicted_s"], "plain_sum_s": plain, "measured_s": r["measured_s"],
-                    "measured_cv": r["measured_cv"], "error": r["error"], "kernels": len(r["kernels"]),
-                    "measured_kernels_sum_s": r["measured_kernels_sum_s"],
-                    "worst_kernel": r["outliers"][0] if r["outliers"] else None}
-        if not a.json:
-            o = out[net]
-            print(f"{net:14s} {o['kernels']:3d} kernels  predicted {o['predicted_s'] * 1e3:9.2f} ms (plain sum "
-                  f"{o['plain_sum_s'] * 1e3:9.2f})  measured {o['measured_s'] * 1e3:9.2f} ms (CV "
-                  f"{o['measured_cv']:.1%})  error {o['error']:+.1%}  [kernels timed in the network sum to "
-                  f"{o['measured_kernels_sum_s'] * 1e3:.2f} ms]", flush=True)
-            if o["worst_kernel"]:
-                w = o["worst_kernel"]
-                print(f"{'':14s} most time lost: {w['name']} measured {w['ratio']:.1f}x its prediction "
-                      f"({w['excess_s'] * 1e3:.2f} ms per run)", flush=True)
+        for sched in a.schedules.split(","):
+            spec = sched
+            if sched == "tuned":
+                db = os.path.join(a.tuned_dir, net)
+                if not os.path.exists(os.path.join(db, "database_tuning_record.json")):
+                    from perfcast.collect.tasks import extract
+                    from perfcast.devices import get_device
+
+                    n_tasks = len(extract(net, get_device("local").target(), a.batch_size).tasks)
+                    tune_network(net, db, a.trials or 16 * n_tasks, batch_size=a.batch_size)
+                spec = f"tuned:{db}"
+            r = predict_network(net, a.batch_size, "local", a.model, measure=True, schedules=spec)
+            plain = sum(k["total_predicted_s"] for k in r["kernels"])
+            o = out[f"{net}/{sched}"] = {
+                "predicted_s": r["predicted_s"], "plain_sum_s": plain, "measured_s": r["measured_s"],
+                "measured_cv": r["measured_cv"], "error": r["error"], "kernels": len(r["kernels"]),
+                "scheduled_kernels": r["scheduled_kernels"], "measured_kernels_sum_s": r["measured_kernels_sum_s"],
+                "worst_kernel": r["outliers"][0] if r["outliers"] else None, "memory": r["memory"]}
+            if not a.json:
+                print(f"{net:13s} {sched:8s} {o['kernels']:3d} kernels ({o['scheduled_kernels']:3d} scheduled)  "
+                      f"predicted {o['predicted_s'] * 1e3:9.2f} ms (plain sum {o['plain_sum_s'] * 1e3:9.2f})  "
+                      f"measured {o['measured_s'] * 1e3:9.2f} ms (CV {o['measured_cv']:.1%})  error "
+                      f"{o['error']:+.1%}  [kernels timed in the network: {o['measured_kernels_sum_s'] * 1e3:.2f} ms]",
+                      flush=True)
+                if o["worst_kernel"]:
+                    w = o["worst_kernel"]
+                    print(f"{'':22s} most time lost: {w['name']} measured {w['ratio']:.1f}x its prediction "
+                          f"({w['excess_s'] * 1e3:.2f} ms per run)", flush=True)
+                m = o["memory"]
+                print(f"{'':22s} memory: liveness peak {m['peak_bytes'] / 2**20:.1f} MiB, VM allocated "
+                      f"{m['measured_bytes'] / 2**20:.1f} MiB; layerwise estimators {m['two_largest_bytes'] / 2**20:.1f}"
+                      f" / {m['twice_mean_bytes'] / 2**20:.1f} MiB", flush=True)
     errs = [abs(o["error"]) for o in out.values()]
-    if not a.json:
-        print(f"mean |error| {sum(errs) / len(errs):.1%} over {len(errs)} networks (target: <= 10% each)")
     if a.json:
         print(json.dumps(out))
+    else:
+        print(f"mean |error| {sum(errs) / len(errs):.1%} over {len(errs)} network/schedule pairs "
+              f"(target: <= 10% each)")
 
 
 if __name__ == "__main__":

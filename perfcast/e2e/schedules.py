@@ -126,6 +126,7 @@ def tune_network(network: str, db_dir, trials: int, device: str = "local", batch
                  input_shape: str | None = None, seed: int = 0) -> str:
     """Tune every task of `network` with TVM meta-schedule (evolutionary search, TVM's XGBoost cost model, real
     measurements here) into a JSON database usable as `--schedules tuned:DB_DIR`. Returns the directory."""
+    import logging
     import os
 
     from tvm.s_tir import meta_schedule as ms
@@ -142,6 +143,12 @@ def tune_network(network: str, db_dir, trials: int, device: str = "local", batch
     _, _, mod = to_relax(network, batch_size, input_shape)
     runner = ms.runner.LocalRunner(evaluator_config=ms.runner.EvaluatorConfig(number=3, repeat=5, min_repeat_ms=20))
     Path(db_dir).mkdir(parents=True, exist_ok=True)
+    # meta-schedule's logger setup lists the names of the handlers already on its logger and fails on an unnamed
+    # one ('NoneType' has no attribute 'format'), which an earlier tuning run in the same process can leave behind
+    ms_logger = logging.getLogger("tvm.s_tir.meta_schedule")
+    for h in list(ms_logger.handlers):
+        if h.get_name() is None:
+            ms_logger.removeHandler(h)
     ms.relax_integration.tune_relax(fuse(mod), {}, spec.target(), str(db_dir), max_trials_global=trials,
                                     num_trials_per_iter=16, builder=in_process_builder(), runner=runner,
                                     seed=seed)
