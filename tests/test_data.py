@@ -5,7 +5,6 @@ import math
 import os
 import shutil
 import statistics
-import tempfile
 
 import numpy as np
 import pytest
@@ -39,33 +38,14 @@ def _program_hash(workload_mod, trace) -> str:
 def tuned_db(tmp_path_factory, matmul64, target_json):
     """ms.tune_tir, 8 replay-trace trials of a 64^3 matmul, plus one record without run_secs (a failed run)."""
     import tvm
-    from tvm.ir.utils import derived_object
     from tvm.s_tir import meta_schedule as ms
-    from tvm.s_tir.meta_schedule.builder import BuilderResult, PyBuilder
 
-    from perfcast._tvm.util import load_x86_intrinsics
-
-    load_x86_intrinsics()  # the stock LocalBuilder imports every backend's intrinsics (40 s): build in process
-
-    @derived_object
-    class InProcessBuilder(PyBuilder):
-        def build(self, build_inputs):
-            out = []
-            for inp in build_inputs:
-                try:
-                    lib = tvm.tirx.build(inp.mod, target=inp.target)
-                    # RemoveBuildArtifact deletes the artifact's whole directory: give each its own
-                    path = os.path.join(tempfile.mkdtemp(prefix="perfcast-test-build-"), "lib.so")
-                    lib.export_library(path)
-                    out.append(BuilderResult(path, None))
-                except Exception as e:  # noqa: BLE001
-                    out.append(BuilderResult(None, str(e)))
-            return out
+    from perfcast.e2e.schedules import in_process_builder
 
     work_dir = str(tmp_path_factory.mktemp("msdb"))
     target = tvm.target.Target(json.loads(target_json))
     runner = ms.runner.LocalRunner(evaluator_config=ms.runner.EvaluatorConfig(number=2, repeat=3, min_repeat_ms=0))
-    ms.tune_tir(matmul64, target, work_dir, max_trials_global=8, num_trials_per_iter=8, builder=InProcessBuilder(),
+    ms.tune_tir(matmul64, target, work_dir, max_trials_global=8, num_trials_per_iter=8, builder=in_process_builder(),
                 runner=runner, cost_model="random", strategy="replay-trace", num_tuning_cores=1, seed=0)
     db = ms.database.JSONDatabase(work_dir=work_dir)
     wl = db.commit_workload(matmul64)

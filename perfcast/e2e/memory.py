@@ -117,7 +117,7 @@ def network_memory(fused_mod) -> MemoryEstimate:
     bindings = [b for block in main.body.blocks for b in block.bindings]
     owned: dict = {}  # var -> set of allocation ids (call_tir outputs) it refers to
     alloc_size: list[int] = []
-    kernel_at: list[tuple[int, str, int, set]] = []  # (binding index, kernel name, workspace bytes, allocs read)
+    kernel_at: list[tuple[int, str, int]] = []  # per call_tir, i.e. per allocation: (binding index, name, workspace)
     last_use: dict[int, int] = {}
     footprints: list[int] = []
     for i, b in enumerate(bindings):
@@ -133,7 +133,7 @@ def network_memory(fused_mod) -> MemoryEstimate:
             alloc_size.append(tensor_bytes(b.var.ty))
             owned[b.var] = {len(alloc_size) - 1}
             last_use[len(alloc_size) - 1] = i
-            kernel_at.append((i, gv.name_hint, ws, read))
+            kernel_at.append((i, gv.name_hint, ws))
             in_bytes = sum(tensor_bytes(x.ty) for x in _tensor_args(v.args[1]))
             footprints.append(in_bytes + alloc_size[-1] + ws)
         else:
@@ -141,12 +141,9 @@ def network_memory(fused_mod) -> MemoryEstimate:
     out_allocs = set().union(*(owned.get(x, set()) for x in refs(main.body.body)))
     for a in out_allocs:
         last_use[a] = len(bindings)
-    born = {}
-    for a, (i, _, _, _) in enumerate(kernel_at):
-        born[a] = i
     peak, peak_kernel = 0, ""
-    for i, name, ws, _ in kernel_at:
-        live = sum(alloc_size[a] for a in range(len(alloc_size)) if born[a] <= i <= last_use[a])
+    for i, name, ws in kernel_at:  # allocation a is born at kernel_at[a]'s binding and dies after its last use
+        live = sum(size for a, size in enumerate(alloc_size) if kernel_at[a][0] <= i <= last_use[a])
         if live + ws > peak:
             peak, peak_kernel = live + ws, name
     weights = int(sum(consts.values()))

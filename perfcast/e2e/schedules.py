@@ -44,7 +44,6 @@ def apply_schedules(fused, target, spec: str) -> tuple[object, dict]:
     from .._tvm.util import load_x86_intrinsics, main_func, normalize_primfunc, structural_key
 
     kind, arg = parse_schedules(spec)
-    prim = [(gv, f) for gv, f in fused.functions_items() if isinstance(f, tvm.tirx.PrimFunc)]
     if kind == "default":
         return fused, {"schedules": "default", "scheduled_kernels": 0, "untuned_kernels": 0}
     load_x86_intrinsics()
@@ -66,29 +65,22 @@ def apply_schedules(fused, target, spec: str) -> tuple[object, dict]:
             program = next(iter(random_programs(task_mod, target, stable_seed(arg, key))), None)
             if program is not None:
                 by_key[key] = main_func(program.mod)
-    out = fused
-    n = 0
-    for gv, f in prim:
-        s = by_key.get(structural_key(f))
+    funcs, n = {}, 0
+    for gv, f in fused.functions_items():
+        s = by_key.get(structural_key(f)) if isinstance(f, tvm.tirx.PrimFunc) else None
         if s is not None:
             if "global_symbol" in (s.attrs or {}):  # tuned/sampled programs are named "main"; the kernel is private
                 s = s.without_attr("global_symbol")
             for k, v in (f.attrs or {}).items():
                 s = s.with_attr(k, v)
-            out = _replace(out, gv, s)
             n += 1
-    info = {"schedules": spec, "scheduled_kernels": n, "untuned_kernels": len(prim) - n}
+        funcs[gv] = f if s is None else s
+    out = tvm.IRModule(funcs, attrs=fused.attrs)
+    info = {"schedules": spec, "scheduled_kernels": n, "untuned_kernels": sum(isinstance(f, tvm.tirx.PrimFunc) for f in funcs.values()) - n}
     if kind == "tuned" and n == 0:
         raise PerfcastError(f"--schedules {spec}: the database has no record of any kernel of this network "
                             "(was it tuned for this network, batch size and target?)")
     return out, info
-
-
-def _replace(mod, gv, func):
-    import tvm
-
-    funcs = {g: (func if g.same_as(gv) else f) for g, f in mod.functions_items()}
-    return tvm.IRModule(funcs, attrs=mod.attrs)
 
 
 def in_process_builder():
