@@ -5,7 +5,10 @@ meta-schedule's LocalRunner) writes a JSON database; `perfcast.eval.workflow.pre
 record; we print MAPE and Kendall τ between predicted and measured, per operator, and, as the baseline in the same
 process, the same figures for an `xgb` model trained on the same data as the model under test.
 
-    python bench/outside_zoo.py [--model DIR] [--trials 64] [--ops NAME,...] [--json]
+    python bench/outside_zoo.py [--model DIR] [--trials 64] [--ops NAME,...] [--device D] [--compare DIR] [--json]
+
+`--device local:mcpu=NAME,threads=N` tunes (and predicts) for another code-generation target of this CPU;
+`--compare DIR` scores a second model (e.g. one `perfcast adapt` made for that device) on the same databases.
 
 Keep the machine quiet: tuning measures real kernels.
 """
@@ -59,14 +62,16 @@ def operators():
              ("rms_norm", rms_norm))}
 
 
-def tune(mod, work_dir: str, trials: int) -> None:
+def tune(mod, work_dir: str, trials: int, device: str = "local") -> None:
     from tvm.s_tir import meta_schedule as ms
 
     from perfcast.devices import get_device
     from perfcast.e2e.schedules import in_process_builder
 
-    spec = get_device("local")
+    spec = get_device(device)
     os.environ["TVM_NUM_THREADS"] = str(spec.threads)
+    if hasattr(os, "sched_setaffinity") and spec.threads < len(os.sched_getaffinity(0)):
+        os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[-spec.threads:])  # as the collector measures it
     runner = ms.runner.LocalRunner(evaluator_config=ms.runner.EvaluatorConfig(number=3, repeat=5,
                                                                                min_repeat_ms=20))
     ms.tune_tir(mod, spec.target(), work_dir, max_trials_global=trials, num_trials_per_iter=16,
@@ -79,6 +84,8 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=64)
     ap.add_argument("--ops", default=None, help="comma-separated subset of: batch_matmul,depthwise7x7,conv1d,rms_norm")
     ap.add_argument("--work", default=None, help="keep the tuning databases here (reused when present)")
+    ap.add_argument("--device", default="local", help="device to tune and predict for")
+    ap.add_argument("--compare", default=None, help="a second model directory scored on the same databases")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
 
@@ -95,24 +102,32 @@ def main() -> None:
         work = os.path.join(root, name)
         if not os.path.exists(os.path.join(work, "database_tuning_record.json")):
             os.makedirs(work, exist_ok=True)
-            tune(ops[name], work, a.trials)
-        rows = [r for r in predict_records(work, a.model, "local") if "measured_s" in r]
-        p = np.array([r["predicted_s"] for r in rows])
-        m = np.array([r["measured_s"] for r in rows])
-        err = np.abs(p - m) / m
-        out[name] = {"programs": len(rows), "mape": float(err.mean()), "median_error": float(np.median(err)),
-                     "kendall_tau": float(kendalltau(p, m).statistic), "best_measured_s": float(m.min()),
-                     "measured_of_predicted_best_s": float(m[np.argmin(p)])}
-        if not a.json:
-            o = out[name]
-            print(f"{name:14s} {o['programs']:4d} programs  MAPE {o['mape']:.1%}  median {o['median_error']:.1%}  "
-                  f"Kendall τ {o['kendall_tau']:.2f}  best {o['best_measured_s'] * 1e6:.1f} µs, predicted-best "
-                  f"{o['measured_of_predicted_best_s'] * 1e6:.1f} µs", flush=True)
+            tune(ops[name], work, a.trials, a.device)
+        for label, model in (("model", a.model), ("compare", a.compare)):
+            if label == "compare" and model is None:
+                continue
+            rows = [r for r in predict_records(work, model, a.device) if "measured_s" in r]
+            p = np.array([r["predicted_s"] for r in rows])
+            m = np.array([r["measured_s"] for r in rows])
+            err = np.abs(p - m) / m
+            key = name if label == "model" else f"{name} (compare)"
+            out[key] = {"programs": len(rows), "mape": float(err.mean()), "median_error": float(np.median(err)),
+                        "kendall_tau": float(kendalltau(p, m).statistic), "best_measured_s": float(m.min()),
+                        "measured_of_predicted_best_s": float(m[np.argmin(p)])}
+            if not a.json:
+                o = out[key]
+                print(f"{key:24s} {o['programs']:4d} programs  MAPE {o['mape']:.1%}  median {o['median_error']:.1%}  "
+                      f"Kendall τ {o['kendall_tau']:.2f}  best {o['best_measured_s'] * 1e6:.1f} µs, predicted-best "
+                      f"{o['measured_of_predicted_best_s'] * 1e6:.1f} µs", flush=True)
     if a.json:
         print(json.dumps(out))
     else:
-        print(f"mean MAPE {np.mean([o['mape'] for o in out.values()]):.1%}, mean τ "
-              f"{np.mean([o['kendall_tau'] for o in out.values()]):.2f} (databases in {root})")
+        for suffix, label in (("", "model"), (" (compare)", "compare")):
+            sel = [o for k, o in out.items() if k.endswith(" (compare)") == bool(suffix)]
+            if sel:
+                print(f"{label}: mean MAPE {np.mean([o['mape'] for o in sel]):.1%}, mean τ "
+                      f"{np.mean([o['kendall_tau'] for o in sel]):.2f}")
+        print(f"databases in {root}")
 
 
 if __name__ == "__main__":

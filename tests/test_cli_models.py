@@ -60,39 +60,6 @@ def test_eval_of_a_directory_that_is_no_model(tmp_path):
 
 # ------------------------------------------------------------------------------------------------------ end to end
 @pytest.fixture(scope="module")
-def mlp_dataset(tmp_path_factory):
-    """A dataset of the bundled dataset's mlp records, tasks and network rows, its feature cache filled."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    from perfcast import paths
-    from perfcast.data.frame import records_frame
-    from perfcast.data.schema import MeasureRecord, NetworkTaskRecord, TaskRecord, from_row
-    from perfcast.data.store import Dataset
-    from perfcast.features.cache import dataset_features
-
-    src = Dataset(paths.bundled_dataset_dir())
-    df = records_frame(src)
-    ids = pa.array(df.record_id[df.networks.map(lambda n: "mlp" in n)].tolist())
-    recs = src.read("records")
-    recs = recs.filter(pc.is_in(recs["record_id"], ids)).to_pylist()
-    nets = [r for r in src.read("networks").to_pylist() if r["network"] == "mlp"]
-    keys = {r["workload_key"] for r in nets}
-    tasks = [r for r in src.read("tasks").to_pylist() if r["workload_key"] in keys]
-    out = tmp_path_factory.mktemp("mlpdata") / "d"
-    ds = Dataset(out, create=True)
-    first = recs[0]["workload_key"]  # two partitions: the first task's records, then the others'
-    assert ds.add_records([from_row(MeasureRecord, r) for r in recs if r["workload_key"] == first]) >= 20
-    assert ds.add_records([from_row(MeasureRecord, r) for r in recs if r["workload_key"] != first]) >= 40
-    assert len(recs) >= 60
-    assert ds.add_tasks([from_row(TaskRecord, r) for r in tasks]) == 3
-    assert ds.add_network_tasks([from_row(NetworkTaskRecord, r) for r in nets]) == 3
-    # computed here, in one process, so that the commands below read the cache instead of spawning workers
-    dataset_features(ds, jobs=1, progress=False)
-    return out, records_frame(ds)
-
-
-@pytest.fixture(scope="module")
 def trained(mlp_dataset, tmp_path_factory):
     data, df = mlp_dataset
     model = tmp_path_factory.mktemp("model") / "xgb"

@@ -266,3 +266,24 @@ def test_load_monitor_sees_another_process():
     time.sleep(1.6)
     assert mon.foreign_cores() > 0.5
     assert mon.was_loaded()
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or (os.cpu_count() or 1) < 2, reason="needs 2 CPUs")
+def test_pinned_collector_watches_its_own_cpus_and_refuses_too_many_threads(tmp_path):
+    """`taskset -c 1 perfcast collect --device local:threads=1` measures on CPU 1 while CPU 0 stays usable: the
+    load check counts only the CPUs the collector may run on, and a device with more threads than those is refused."""
+    from perfcast.collect.collector import CollectConfig, collect
+    from perfcast.collect.load import LoadMonitor
+    from perfcast.errors import PerfcastError
+
+    old = os.sched_getaffinity(0)
+    try:
+        os.sched_setaffinity(0, {0})
+        assert LoadMonitor().cpus == frozenset({0})
+        with pytest.raises(PerfcastError, match=r"device local:threads=2 runs 2 threads but this process may use "
+                                                r"only CPUs \[0\]; .* local:threads=1"):
+            collect(CollectConfig(networks=("mlp",), device="local:threads=2"), str(tmp_path / "d"))
+        assert not (tmp_path / "d").exists()  # refused before anything was written
+    finally:
+        os.sched_setaffinity(0, old)
+    assert LoadMonitor().cpus == (None if len(old) >= os.cpu_count() else frozenset(old))

@@ -95,7 +95,16 @@ def test_inverse_torch_equals_inverse(kind):
     t = TargetTransform(kind).fit(LAT)
     z = np.linspace(-1.5, 1.5, 13)
     got = t.inverse_torch(torch.tensor(z, dtype=torch.float64)).numpy()
-    np.testing.assert_allclose(got, t.inverse(z), rtol=1e-12)
+    # the numpy inverse (prediction) also keeps results within 100x of the training latencies
+    lo, hi = LAT.min() / 100, LAT.max() * 100
+    assert t.range_s_ == pytest.approx((lo, hi))
+    np.testing.assert_allclose(np.clip(got, lo, hi), t.inverse(z), rtol=1e-12)
+    far = t.inverse(np.array([40.0, -40.0]))
+    assert lo <= far.min() and far.max() <= hi
+    if kind in ("boxcox", "log"):  # unbounded inverses reach the limits
+        assert far == pytest.approx([hi, lo])
+    back = TargetTransform.from_dict(json.loads(json.dumps(t.to_dict())))
+    assert back.range_s_ == pytest.approx(t.range_s_)
 
 
 def test_boxcox_and_yeo_johnson_lambda_is_scipy_mle(mlp_data):

@@ -84,3 +84,20 @@ def test_not_a_dataset_and_schema_mismatch(tmp_path):
     marker.write_text(json.dumps(meta))
     with pytest.raises(PerfcastError, match="schema version 999.*re-collect"):
         Dataset(tmp_path / "d")
+
+
+def test_merge_adds_what_is_missing_reads_journals_and_leaves_the_source(tmp_path):
+    from perfcast.data.schema import NetworkTaskRecord, TaskRecord
+
+    src = Dataset(tmp_path / "src", create=True)
+    src.add_records([_rec(0), _rec(1)])
+    src.add_tasks([TaskRecord("k", "t", "# tir", "[]", 10.0)])
+    src.add_network_tasks([NetworkTaskRecord("a", 1, "zoo", "k", "t", 2)])
+    j = src.journal()  # a collection still running: its journal counts, and stays where it is
+    j.append(_rec(2))
+    dst = Dataset(tmp_path / "dst", create=True)
+    dst.add_records([_rec(1)])
+    assert dst.merge_from(src) == {"records": 2, "tasks": 1, "networks": 1}
+    assert sorted(dst.read("records", ["record_id"]).column("record_id").to_pylist()) == ["id0", "id1", "id2"]
+    assert dst.merge_from(src) == {"records": 0, "tasks": 0, "networks": 0}
+    assert j.path.exists() and src.read("records").num_rows == 2

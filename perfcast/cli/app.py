@@ -8,7 +8,7 @@ import sys
 import typer
 
 from ..errors import PerfcastError
-from . import collect_cmd, data_cmd, devices_cmd, model_cmd, predict_cmd
+from . import adapt_cmd, collect_cmd, data_cmd, devices_cmd, model_cmd, predict_cmd
 
 app = typer.Typer(
     name="perfcast",
@@ -23,6 +23,7 @@ app.command("collect", help=collect_cmd.HELP, epilog=collect_cmd.EXAMPLE)(collec
 app.command("devices", help=devices_cmd.HELP, epilog=devices_cmd.EXAMPLE)(devices_cmd.devices)
 data_app.command("summary", help=data_cmd.SUMMARY_HELP, epilog=data_cmd.SUMMARY_EXAMPLE)(data_cmd.summary)
 data_app.command("import", help=data_cmd.IMPORT_HELP, epilog=data_cmd.IMPORT_EXAMPLE)(data_cmd.import_db)
+data_app.command("merge", help=data_cmd.MERGE_HELP, epilog=data_cmd.MERGE_EXAMPLE)(data_cmd.merge)
 app.add_typer(data_app, name="data")
 app.command("predict", help=predict_cmd.HELP, epilog=predict_cmd.EXAMPLE)(predict_cmd.predict)
 app.command("tune", help=predict_cmd.TUNE_HELP, epilog=predict_cmd.TUNE_EXAMPLE)(predict_cmd.tune)
@@ -30,6 +31,7 @@ app.command("train", help=model_cmd.TRAIN_HELP, epilog=model_cmd.TRAIN_EXAMPLE)(
 app.command("eval", help=model_cmd.EVAL_HELP, epilog=model_cmd.EVAL_EXAMPLE)(model_cmd.evaluate)
 app.command("predict-records", help=model_cmd.PREDICT_HELP, epilog=model_cmd.PREDICT_EXAMPLE)(model_cmd.predict_records)
 app.command("report", help=model_cmd.REPORT_HELP, epilog=model_cmd.REPORT_EXAMPLE)(model_cmd.report)
+app.command("adapt", help=adapt_cmd.HELP, epilog=adapt_cmd.EXAMPLE)(adapt_cmd.adapt)
 app.command("hpo", help=model_cmd.HPO_HELP, epilog=model_cmd.HPO_EXAMPLE)(model_cmd.hpo)
 
 

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import json
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
@@ -94,3 +94,27 @@ def import_db(
         print(f"imported {res['imported']} of {res['tuning_records']} tuning records ({st}) of {res['tasks']} "
               f"tasks; {res['skipped_existing']} already in the dataset, {res['duplicates_in_db']} repeated "
               f"programs; dataset: {res['out']}")
+
+
+MERGE_HELP = ("Merge perfcast datasets: add each SOURCE's records, tasks and network rows that OUT lacks (by record id "
+              "and key; the sources are only read). Merging again adds nothing.")
+MERGE_EXAMPLE = "Example: perfcast data merge runs/haswell runs/x86 --out runs/all"
+
+
+def merge(
+    source: List[str] = typer.Argument(..., help="dataset directories to merge from"),
+    out: str = typer.Option(..., help="dataset directory to merge into (created if missing)"),
+    json_out: bool = typer.Option(False, "--json", help="print the counts as JSON"),
+) -> None:
+    from ..data.store import Dataset
+
+    dst = Dataset(out, create=True)
+    srcs = [Dataset(s) for s in source]  # every source is checked before anything is written
+    total = {"records": 0, "tasks": 0, "networks": 0}
+    for s in srcs:
+        for k, v in dst.merge_from(s).items():
+            total[k] += v
+    if json_out:
+        print(json.dumps(total))
+    else:
+        print(f"added {total['records']} records, {total['tasks']} tasks, {total['networks']} network rows to {out}")

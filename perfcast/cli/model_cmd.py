@@ -22,7 +22,8 @@ PREDICT_HELP = ("Predict the latency of every program of a perfcast dataset or o
 PREDICT_EXAMPLE = "Example: perfcast predict-records work_dir/ --device local --json"
 REPORT_HELP = ("Write plots of a model's test predictions: predicted vs measured (log-log), error CDF, per-network "
                "MAPE (with --baseline models beside).")
-REPORT_EXAMPLE = "Example: perfcast report --baseline xgb --out runs/report"
+REPORT_EXAMPLE = ("Example: perfcast report --baseline xgb --out runs/report; after `perfcast adapt --out runs/h1`: "
+                  "perfcast report --adapted runs/h1 --out runs/h1")
 HPO_HELP = ("Search the cdmpp architecture and hyper-parameters with Optuna on the split's validation part (never "
             "its test part); prints the best parameters to pass to `perfcast train --param`.")
 HPO_EXAMPLE = "Example: perfcast hpo --trials 30 --epochs 40 --json"
@@ -156,9 +157,19 @@ def report(
     split: Optional[str] = typer.Option(None, help="split (default: the one the model was trained with)"),
     baseline: Optional[List[str]] = typer.Option(None, help="also plot this baseline (repeatable)"),
     out: str = typer.Option("perfcast-report", help="directory for the PNG files"),
+    adapted: Optional[str] = typer.Option(None, help="an adapted model (perfcast adapt --out DIR): plot the latents "
+                                          "of source and target programs before and after adaptation (PCA)"),
 ) -> None:
     from ..eval.report import write_report
     from ..eval.workflow import evaluate as run
+
+    if adapted is not None:
+        from ..adapt.workflow import latent_report
+
+        path, dist = latent_report(adapted, data, out)
+        print(f"{path} (CMD between source and target latents: " +
+              ", ".join(f"{k} {v:.3f}" for k, v in dist.items()) + ")")
+        return
 
     r = run(model, data, split, None, tuple(baseline or ()), None)
     for f in write_report(r, out):

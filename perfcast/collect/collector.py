@@ -127,6 +127,10 @@ def collect(cfg: CollectConfig, out: str, log: Callable[[str], None] = print, pr
     if not cfg.networks:
         raise PerfcastError("no network given; pass --network NAME|FILE.onnx|file.py:factory (see `perfcast collect --help`)")
     spec = get_device(cfg.device)
+    if not spec.rpc_key and hasattr(os, "sched_getaffinity") and spec.threads > len(os.sched_getaffinity(0)):
+        raise PerfcastError(f"device {spec.device_id} runs {spec.threads} threads but this process may use only "
+                            f"CPUs {sorted(os.sched_getaffinity(0))}; widen the affinity (taskset) or use "
+                            f"local:threads={len(os.sched_getaffinity(0))}")
     target = spec.target()
     ds = Dataset(out, create=True)
     res = CollectResult(out=str(out))

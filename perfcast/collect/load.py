@@ -1,6 +1,7 @@
 """Is something else using the CPU? A loaded CPU gives false ground truth, so the collector checks after every
 measurement how much CPU time processes other than itself and its worker used meanwhile (from /proc/stat,
-steal time included); if it was more than `max_foreign_cores`, the measurement is discarded, the collector warns
+steal time included) on the CPUs the collector may run on (its affinity: `taskset -c 1 perfcast collect
+--device local:threads=1 ...` measures on core 1 while core 0 stays usable); if it was more than `max_foreign_cores`, the measurement is discarded, the collector warns
 (with the load average) and pauses until the machine is quiet, then measures the program again.
 """
 
@@ -12,10 +13,23 @@ import time
 import psutil
 
 
-def _busy_seconds() -> float:
-    t = psutil.cpu_times()
-    idle = t.idle + getattr(t, "iowait", 0.0)
-    return sum(t) - idle - getattr(t, "guest", 0.0) - getattr(t, "guest_nice", 0.0)
+def _busy_seconds(cpus: frozenset[int] | None = None) -> float:
+    """Busy CPU seconds since boot, over `cpus` (all CPUs when None)."""
+    per = psutil.cpu_times(percpu=True)
+    busy = 0.0
+    for i, t in enumerate(per):
+        if cpus is None or i in cpus:
+            idle = t.idle + getattr(t, "iowait", 0.0)
+            busy += sum(t) - idle - getattr(t, "guest", 0.0) - getattr(t, "guest_nice", 0.0)
+    return busy
+
+
+def _own_cpus() -> frozenset[int] | None:
+    try:
+        cpus = frozenset(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return None
+    return None if len(cpus) >= (os.cpu_count() or 1) else cpus
 
 
 class LoadMonitor:
@@ -24,6 +38,7 @@ class LoadMonitor:
         self.quiet_s = quiet_s
         self.enabled = enabled
         self._me = psutil.Process()
+        self.cpus = _own_cpus()  # None: the whole machine
         self.pauses = 0
         self.paused_s = 0.0
         self.mark()
@@ -43,7 +58,7 @@ class LoadMonitor:
     def mark(self) -> None:
         """Start a measurement window."""
         self._t = time.monotonic()
-        self._busy = _busy_seconds()
+        self._busy = _busy_seconds(self.cpus)
         self._own = self._ours()
 
     def foreign_cores(self) -> float:
@@ -51,7 +66,7 @@ class LoadMonitor:
         dt = time.monotonic() - self._t
         if dt <= 0:
             return 0.0
-        foreign = (_busy_seconds() - self._busy) - (self._ours() - self._own)
+        foreign = (_busy_seconds(self.cpus) - self._busy) - (self._ours() - self._own)
         return max(0.0, foreign / dt)
 
     def was_loaded(self) -> bool:

@@ -7,7 +7,7 @@ import pandas as pd
 from ..errors import PerfcastError
 
 FRAME_COLUMNS = ["record_id", "workload_key", "task_name", "program_hash", "schedule_kind", "device_id",
-                 "device_spec_json", "target_json", "latency_s", "latency_cv"]
+                 "device_spec_json", "target_json", "latency_s", "latency_cv", "build_s", "measure_s"]
 
 
 def records_frame(ds, status: str = "ok", device: str | None = None) -> pd.DataFrame:

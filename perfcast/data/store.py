@@ -154,6 +154,20 @@ class Dataset:
             jp.unlink()
         return n
 
+    def merge_from(self, other: "Dataset") -> dict:
+        """Add another dataset's records (its journals' too), tasks and network rows that this one lacks (by record
+        id and key); returns how many of each were new; `other` is only read. The other dataset's feature cache is not copied (recomputed on use)."""
+        from .schema import MeasureRecord, NetworkTaskRecord, TaskRecord, from_row
+
+        have = self.record_ids()
+        recs = [from_row(MeasureRecord, r) for r in other.read("records").to_pylist() if r["record_id"] not in have]
+        for jp in other._journals():  # a running (or killed) collection's journal: read, never moved
+            recs += [r for r in _read_journal(jp) if r.record_id not in have]
+        return {"records": self.add_records(recs, tag="merged") if recs else 0,
+                "tasks": self.add_tasks([from_row(TaskRecord, r) for r in other.read("tasks").to_pylist()]),
+                "networks": self.add_network_tasks([from_row(NetworkTaskRecord, r)
+                                                    for r in other.read("networks").to_pylist()])}
+
     def write_collection_info(self, info: dict, path: Path | None = None) -> Path:
         """Write (or, given `path`, update) the JSON describing one collection run: machine, settings, counts."""
         d = paths.collection_dir(self.root)

@@ -94,9 +94,8 @@ def unseen_device_warning(model, spec, device: str) -> str | None:
         return None
     return (f"the model has no measurements of {key!r} (it trained on {', '.join(sorted(seen))}): this prediction "
             f"comes from device features only and its error is likely well above the model's test error. To "
-            f"calibrate, measure this device (about 1 min per 65 programs: `perfcast collect --network resnet18 "
-            f"--device {device} --programs-per-task 10 --out mydata`) and train on it (`perfcast train --data "
-            f"mydata --out mymodel`, then `--model mymodel`)")
+            f"calibrate it, measure 20 tasks on it and adapt the model (a few minutes: `perfcast adapt --device "
+            f"{device} --budget-tasks 20 --out mymodel`, then `--model mymodel`)")
 
 
 def measure_network(network: str, batch_size: int, spec, input_shape: str | None = None, repeats: int = 5,

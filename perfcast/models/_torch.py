@@ -40,13 +40,15 @@ def cmd(a, b, moments: int = 5):
 
 
 class Standardizer:
-    """Column-wise (x - mean) / std fitted on training rows; constant columns get std 1."""
+    """Column-wise (x - mean) / std fitted on training rows. A column constant in training (e.g. every device
+    feature when the training data holds one device) is scaled by max(|mean|, 1) instead, so that an unseen value
+    (another device's vector width) lands at a relative distance, not at hundreds of standard deviations."""
 
     def fit(self, rows: np.ndarray) -> "Standardizer":
         rows = np.asarray(rows, np.float64)
         self.mean_ = rows.mean(axis=0) if len(rows) else np.zeros(rows.shape[1])
         std = rows.std(axis=0) if len(rows) else np.ones(rows.shape[1])
-        self.std_ = np.where(std > 1e-8, std, 1.0)
+        self.std_ = np.where(std > 1e-8, std, np.maximum(np.abs(self.mean_), 1.0))
         return self
 
     def __call__(self, x: np.ndarray) -> np.ndarray:

@@ -53,6 +53,9 @@ class TargetTransform:
             self.references_ = qt.references_.astype(np.float64)
         t = self._forward(u)
         self.mean_, self.std_ = float(t.mean()), float(t.std() or 1.0)
+        # predictions are kept within 100x of the training latencies: a program (or device) far outside the
+        # training data otherwise extrapolates to absurd times through the inverse power transform
+        self.range_s_ = (float(u.min()) / US / 100, float(u.max()) / US * 100)
         return self
 
     def transform(self, latency_s) -> np.ndarray:
@@ -63,7 +66,9 @@ class TargetTransform:
         import torch
 
         with torch.no_grad():
-            return self.inverse_torch(torch.as_tensor(np.asarray(z, dtype=np.float64))).numpy()
+            y = self.inverse_torch(torch.as_tensor(np.asarray(z, dtype=np.float64))).numpy()
+        r = getattr(self, "range_s_", None)
+        return np.clip(y, r[0], r[1]) if r is not None else y
 
     def inverse_torch(self, z):
         """Latency in seconds from standardized values, differentiable (a torch tensor in, one out)."""
@@ -91,6 +96,8 @@ class TargetTransform:
     # ---- persistence -------------------------------------------------------------------------------------------
     def to_dict(self) -> dict:
         d = {"kind": self.kind, "lambda": self.lambda_, "mean": self.mean_, "std": self.std_}
+        if getattr(self, "range_s_", None) is not None:
+            d["range_s"] = list(self.range_s_)
         if self.kind == "quantile":
             d.update(quantiles=self.quantiles_.tolist(), references=self.references_.tolist())
         return d
@@ -99,6 +106,8 @@ class TargetTransform:
     def from_dict(cls, d: dict) -> "TargetTransform":
         t = cls(d["kind"])
         t.lambda_, t.mean_, t.std_ = d["lambda"], d["mean"], d["std"]
+        if "range_s" in d:
+            t.range_s_ = tuple(d["range_s"])
         if t.kind == "quantile":
             t.quantiles_, t.references_ = np.asarray(d["quantiles"]), np.asarray(d["references"])
         return t

@@ -1,0 +1,252 @@
+"""`perfcast adapt`: calibrate a trained cost model to a device with a few measured tasks.
+
+1. Every task of the dataset is represented by its programs (any device's, deduplicated) with the *target's* device
+   features; the base model's encoder gives their latents.
+2. A sampler picks K tasks from them (`kmeans`: CDMPP Algorithm 1; `random`).
+3. Their programs are measured on the target with the collector (records of the target already in the dataset are
+   reused and their recorded build + run time is counted as the measuring time).
+4. A method adapts the model to those measurements (`finetune`, `cmd`, `mtl`, `lottery`).
+5. The target's records of the other tasks (where the dataset has them) score the model before and after.
+
+`until_certain=True` replaces the fixed budget by Moses' adaptive controller (§3.4): tasks are measured in rounds of
+`round_tasks`; before each round is learned from, the current model's MAPE on it is recorded, and measuring stops
+once the coefficient of variation of the last three rounds' errors is below `certain_cv` (or `budget_tasks` is spent).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from ..errors import PerfcastError
+
+
+@dataclass(frozen=True)
+class AdaptConfig:
+    device: str
+    model: str | None = None
+    data: str | None = None
+    budget_tasks: int = 20
+    sampler: str = "kmeans"
+    method: str = "cmd"
+    programs_per_task: int = 8
+    seed: int = 0
+    until_certain: bool = False
+    round_tasks: int = 5
+    certain_cv: float = 0.1
+    out: str | None = None
+    measure_out: str | None = None
+    params: dict = field(default_factory=dict)
+
+
+# ---- pieces the bench reuses ------------------------------------------------------------------------------------
+def task_pool(df, X, device_vector, per_task: int = 8, seed: int = 0):
+    """(task key per row, ProgramFeatures) of up to `per_task` distinct programs per task, on the target device."""
+    rng = np.random.default_rng(seed)
+    first = df.drop_duplicates(["workload_key", "program_hash"])
+    rows = []
+    for _, g in first.groupby("workload_key", sort=True):
+        idx = g.index.to_numpy()
+        rows.extend(rng.permutation(idx)[:per_task] if len(idx) > per_task else idx)
+    rows = np.asarray(sorted(rows))
+    Xp = X.take(rows)
+    Xp.device = np.tile(np.asarray(device_vector, np.float32), (len(rows), 1))
+    return df["workload_key"].to_numpy()[rows].astype(str), Xp
+
+
+def select_tasks(model, df, X, device_vector, k: int, sampler: str, seed: int = 0,
+                 candidates: set[str] | None = None) -> list[str]:
+    """K task keys chosen by `sampler` among `candidates` (default: every task of `df`)."""
+    from .base import get_sampler
+
+    s = get_sampler(sampler)
+    sub = df if candidates is None else df[df["workload_key"].isin(candidates)]
+    if sub.empty:
+        raise PerfcastError("no candidate task to measure on the target; the dataset has no tasks")
+    keys, Xp = task_pool(sub, X, device_vector, seed=seed)
+    Z = model.latent(Xp) if hasattr(model, "latent") else np.log1p(np.abs(Xp.analytic))
+    return s.select(keys, Z, k, seed)
+
+
+def certainty_cv(errors: list[float], window: int = 3) -> float:
+    """Moses' certainty: coefficient of variation (population std / mean) of the model's error on the last
+    `window` measured rounds; inf until there are that many rounds."""
+    e = np.asarray(errors[-window:], np.float64)
+    if len(e) < window or e.mean() <= 0:
+        return math.inf
+    return float(e.std() / e.mean())
+
+
+def mape_of(model, X, y) -> float | None:
+    if len(y) == 0:
+        return None
+    return float(np.mean(np.abs(model.predict(X) - y) / y))
+
+
+def adapt_model(model, method: str, X_t, y_t, X_src, y_src, params: dict | None = None, seed: int = 0):
+    from .base import get_method
+
+    return get_method(method, **{"seed": seed, **(params or {})}).adapt(model, X_t, y_t, X_src, y_src)
+
+
+# ---- measuring on the target -------------------------------------------------------------------------------------
+def _measure(ds, df, tasks: list[str], cfg: AdaptConfig, out: Path, log) -> float:
+    """Measure `tasks` on the target with the collector into dataset `out`; returns the seconds spent."""
+    from ..collect.collector import CollectConfig, collect
+    from ..data.schema import NetworkTaskRecord, TaskRecord
+    from ..data.store import Dataset
+
+    mds = Dataset(out, create=True)
+    net_rows = [r for r in ds.read("networks").to_pylist() if r["workload_key"] in set(tasks)]
+    nets = sorted({r["network"] for r in net_rows if r["batch_size"] == 1})
+    # the collector finds each network's tasks in its dataset: give it every task of those networks
+    all_net_rows = [r for r in ds.read("networks").to_pylist() if r["network"] in nets and r["batch_size"] == 1]
+    keys = {r["workload_key"] for r in all_net_rows}
+    task_rows = [r for r in ds.read("tasks").to_pylist() if r["workload_key"] in keys]
+    mds.add_tasks([TaskRecord(**r) for r in task_rows])
+    mds.add_network_tasks([NetworkTaskRecord(**r) for r in all_net_rows])
+    if not nets:
+        raise PerfcastError("the chosen tasks belong to no network of the dataset at batch size 1; "
+                            "pass --data a dataset collected with `perfcast collect`")
+    res = collect(CollectConfig(networks=tuple(nets), device=cfg.device, programs_per_task=cfg.programs_per_task,
+                                seed=cfg.seed, only_tasks=tuple(tasks)), str(out), log=log)
+    return res.seconds
+
+
+def _target_rows(df, dkey: str):
+    return df["device_key"].to_numpy() == dkey
+
+
+def run(cfg: AdaptConfig, log: Callable[[str], None] = print, progress: bool = True) -> dict:
+    """The whole `perfcast adapt` (module docstring); returns the JSON-able summary and saves to `cfg.out`."""
+    from ..devices import get_device
+    from ..devices.base import device_key
+    from ..eval.workflow import load_data
+    from ..models import load_model
+    from .base import get_method, get_sampler
+
+    get_sampler(cfg.sampler)
+    get_method(cfg.method)  # bad names fail before anything is loaded
+    if cfg.budget_tasks < 1:
+        raise PerfcastError(f"--budget-tasks {cfg.budget_tasks} makes no sense; use K >= 1")
+    spec = get_device(cfg.device)
+    dkey = device_key(spec)
+    base = load_model(cfg.model)
+    ds, df, X = load_data(cfg.data, progress=progress)
+    is_t = _target_rows(df, dkey)
+    y = df["latency_s"].to_numpy()
+    src = np.flatnonzero(~is_t)
+    if len(src) == 0:
+        raise PerfcastError(f"the dataset has records of {dkey} only; adaptation needs records of other devices")
+    order = select_tasks(base, df, X, spec.feature_vector(), cfg.budget_tasks, cfg.sampler, cfg.seed)
+    out = Path(cfg.out) if cfg.out else None
+    mout = Path(cfg.measure_out) if cfg.measure_out else (out / "measurements" if out else None)
+
+    measured: dict[str, tuple] = {}  # task -> (ProgramFeatures, latencies)
+    seconds = 0.0
+    reused = 0
+
+    def obtain(tasks: list[str]) -> None:
+        nonlocal seconds, reused
+        have = [t for t in tasks if (is_t & (df["workload_key"].to_numpy() == t)).any()]
+        for t in have:  # the dataset already holds the target's programs of this task
+            idx = np.flatnonzero(is_t & (df["workload_key"].to_numpy() == t))[: cfg.programs_per_task]
+            measured[t] = (X.take(idx), y[idx])
+            seconds += float(np.nansum(df["build_s"].to_numpy()[idx]) + np.nansum(df["measure_s"].to_numpy()[idx]))
+            reused += len(idx)
+        todo = [t for t in tasks if t not in have]
+        if todo:
+            if mout is None:
+                raise PerfcastError("measuring on the target needs a place for the records; pass --out DIR "
+                                    "(or --measure-out DIR)")
+            log(f"measuring {len(todo)} tasks x {cfg.programs_per_task} programs on {spec.device_id}")
+            seconds += _measure(ds, df, todo, cfg, mout, log)
+            _, mdf, mX = load_data(mout, progress=progress)
+            mt = mdf["device_key"].to_numpy() == dkey
+            my = mdf["latency_s"].to_numpy()
+            for t in todo:
+                idx = np.flatnonzero(mt & (mdf["workload_key"].to_numpy() == t))
+                if len(idx):
+                    measured[t] = (mX.take(idx), my[idx])
+
+    def stacked():
+        from ..features.cache import ProgramFeatures
+
+        parts = list(measured.values())
+        return ProgramFeatures.concat([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+
+    rounds = []
+    if cfg.until_certain:
+        model = base
+        for start in range(0, len(order), cfg.round_tasks):
+            batch = order[start:start + cfg.round_tasks]
+            obtain(batch)
+            got = [t for t in batch if t in measured]
+            if got:
+                from ..features.cache import ProgramFeatures
+
+                Xb = ProgramFeatures.concat([measured[t][0] for t in got])
+                yb = np.concatenate([measured[t][1] for t in got])
+                rounds.append({"tasks": len(measured), "mape_on_new": mape_of(model, Xb, yb)})
+            Xt, yt = stacked()
+            model = adapt_model(base, cfg.method, Xt, yt, X.take(src), y[src], cfg.params, cfg.seed)
+            cv = certainty_cv([r["mape_on_new"] for r in rounds])
+            rounds[-1]["cv"] = None if math.isinf(cv) else cv
+            log(f"round {len(rounds)}: {len(measured)} tasks, error on the new round "
+                f"{rounds[-1]['mape_on_new']:.1%}" + ("" if math.isinf(cv) else f", CV of the last 3 {cv:.2f}"))
+            if cv < cfg.certain_cv:
+                break
+        tasks = list(measured)
+    else:
+        obtain(order)
+        tasks = list(measured)
+        Xt, yt = stacked()
+        model = adapt_model(base, cfg.method, Xt, yt, X.take(src), y[src], cfg.params, cfg.seed)
+
+    held = np.flatnonzero(is_t & ~df["workload_key"].isin(tasks).to_numpy())
+    before = mape_of(base, X.take(held), y[held])
+    after = mape_of(model, X.take(held), y[held])
+    info = dict(getattr(base, "info_", {}) or {})
+    info["train_devices"] = {**info.get("train_devices", {}), dkey: int(sum(len(v[1]) for v in measured.values()))}
+    info["adapted"] = {"device": spec.device_id, "device_key": dkey, "method": cfg.method, "sampler": cfg.sampler,
+                       "tasks": tasks, "base_model": str(cfg.model or "bundled"), "mape_before": before,
+                       "mape_after": after, "held_out_records": int(len(held))}
+    model.info_ = info
+    result = {"device": spec.device_id, "device_key": dkey, "method": cfg.method, "sampler": cfg.sampler,
+              "tasks": tasks, "n_tasks": len(tasks), "programs": int(sum(len(v[1]) for v in measured.values())),
+              "reused_records": reused, "measure_seconds": round(seconds, 1), "held_out_records": int(len(held)),
+              "mape_before": before, "mape_after": after, "rounds": rounds, "path": None}
+    if out is not None:
+        result["path"] = str(model.save(out))
+    return result
+
+
+def latent_report(adapted_dir, data=None, out="perfcast-report", progress: bool = True) -> tuple[str, dict]:
+    """PCA plot of source- and target-device latents under the base and the adapted model (CDMPP Fig. 11)."""
+    from ..eval.report import latent_pca_plot
+    from ..eval.workflow import load_data
+    from ..models import load_model
+
+    adapted = load_model(adapted_dir)
+    info = (adapted.info_ or {}).get("adapted")
+    if not info:
+        raise PerfcastError(f"{str(adapted_dir)!r} is not an adapted model; make one with `perfcast adapt --out DIR`")
+    base = load_model(None if info["base_model"] == "bundled" else info["base_model"])
+    ds, df, X = load_data(data, progress=progress)
+    is_t = _target_rows(df, info["device_key"])
+    X_src = X.take(np.flatnonzero(~is_t))
+    if is_t.any():
+        X_tgt = X.take(np.flatnonzero(is_t))
+    else:
+        meas = Path(adapted_dir) / "measurements"
+        if not meas.exists():
+            raise PerfcastError(f"the dataset has no record of {info['device_key']} and {str(meas)!r} does not "
+                                "exist; pass --data a dataset with the device's records")
+        _, mdf, mX = load_data(meas, progress=progress)
+        X_tgt = mX.take(np.flatnonzero(_target_rows(mdf, info["device_key"])))
+    Path(out).mkdir(parents=True, exist_ok=True)
+    return latent_pca_plot(base, adapted, X_src, X_tgt, Path(out) / "latent_pca.png")

@@ -1,0 +1,211 @@
+"""perfcast.adapt: CDMPP's KMeans task sampler against a hand-built case; every adaptation method (contract test
+over the registry) on the bundled dataset's real mlp records - a small cdmpp trained on one CPU's records, adapted
+to the other CPU's records of two tasks; the whole `perfcast adapt` with a real measurement on a code-generation
+target the data has no record of; the command's help and errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from perfcast.adapt import get_method, get_sampler, list_methods, list_samplers
+from perfcast.errors import PerfcastError, UnknownNameError
+
+SMALL_CDMPP = dict(epochs=25, d_model=16, heads=2, layers=1, z_dim=16, decoder_hidden=32, threads=1, seed=0)
+FAST = dict(epochs=30, threads=None)
+
+
+# ---------------------------------------------------------------------------------------------------------- samplers
+def test_kmeans_takes_the_task_nearest_each_centre_largest_cluster_first():
+    # cluster A (6 programs): task a1 has 4 programs around (0, 0), a2 has 2 at (0.9, 0) -> centre (0.3, 0), a1 is
+    # nearer on average; cluster B (3 programs of task b) at (10, 0); cluster C (2 programs of c) at (0, 10)
+    Z = np.array([[0, 0], [0.1, 0], [-0.1, 0], [0, 0.1], [0.9, 0], [0.9, 0.05],
+                  [10, 0], [10.1, 0], [9.9, 0], [0, 10], [0, 10.1]])
+    tasks = np.array(["a1"] * 4 + ["a2"] * 2 + ["b"] * 3 + ["c"] * 2)
+    assert get_sampler("kmeans").select(tasks, Z, 3, seed=0) == ["a1", "b", "c"]
+    # one cluster: the single task nearest the mean of every program; Ψ by hand
+    one = get_sampler("kmeans").select(tasks, Z, 1, seed=0)
+    Zs = (Z - Z.mean(0)) / Z.std(0)
+    psi = {t: np.linalg.norm(Zs[tasks == t] - Zs.mean(0), axis=1).mean() for t in set(tasks)}
+    assert one == [min(psi, key=psi.get)]
+
+
+def test_random_sampler_is_seeded_and_distinct():
+    tasks = np.repeat([f"t{i}" for i in range(10)], 3)
+    a = get_sampler("random").select(tasks, None, 4, seed=1)
+    assert a == get_sampler("random").select(tasks, None, 4, seed=1) and len(set(a)) == 4
+    assert a != get_sampler("random").select(tasks, None, 4, seed=2)
+
+
+@pytest.mark.parametrize("name", ["kmeans", "random"])
+def test_sampler_budget_errors(name):
+    tasks = np.array(["a", "b", "c"])
+    with pytest.raises(PerfcastError, match=r"--budget-tasks 4 exceeds the 3 tasks .* use K <= 3"):
+        get_sampler(name).select(tasks, np.eye(3), 4)
+    with pytest.raises(PerfcastError, match=r"--budget-tasks 0 makes no sense"):
+        get_sampler(name).select(tasks, np.eye(3), 0)
+
+
+def test_registries_name_what_they_know():
+    assert list_samplers() == ["kmeans", "random"]
+    assert list_methods() == ["cmd", "finetune", "lottery", "mtl"]
+    with pytest.raises(UnknownNameError, match="unknown sampler 'kmedoids'; known: kmeans, random"):
+        get_sampler("kmedoids")
+    with pytest.raises(ValueError, match="unknown adaptation method 'dann'; known: cmd, finetune, lottery, mtl"):
+        get_method("dann")
+
+
+# ----------------------------------------------------------------------------------------------------------- methods
+@pytest.fixture(scope="module")
+def two_cpus(mlp_dataset):
+    """A small cdmpp trained on one CPU's mlp records; the other CPU's records of two tasks to adapt to."""
+    from perfcast.data.store import Dataset
+    from perfcast.features.cache import dataset_features
+    from perfcast.models import get_model
+
+    data, df = mlp_dataset
+    X = dataset_features(Dataset(data), df, jobs=1, progress=False)
+    y = df.latency_s.to_numpy()
+    devs = sorted(df.device_key.unique())
+    assert len(devs) == 2  # the bundled data holds both CPUs' measurements of the mlp
+    src = np.flatnonzero(df.device_key.to_numpy() == devs[0])
+    tgt_tasks = sorted(df.workload_key.unique())[:2]
+    tgt = np.flatnonzero((df.device_key.to_numpy() == devs[1]) & df.workload_key.isin(tgt_tasks).to_numpy())
+    base = get_model("cdmpp", **SMALL_CDMPP).fit(X.take(src), y[src])
+    return base, X, y, src, tgt
+
+
+@pytest.mark.parametrize("method", list_methods())
+def test_every_method_fits_the_target_and_leaves_the_base_alone(method, two_cpus, tmp_path):
+    import torch
+
+    from perfcast.models import load_model
+
+    base, X, y, src, tgt = two_cpus
+    before_state = {k: v.clone() for k, v in base.net_.state_dict().items()}
+    err0 = np.mean(np.abs(base.predict(X.take(tgt)) - y[tgt]) / y[tgt])
+    m = get_method(method, epochs=30, val_frac=0.0, seed=0).adapt(base, X.take(tgt), y[tgt], X.take(src), y[src])
+    err1 = np.mean(np.abs(m.predict(X.take(tgt)) - y[tgt]) / y[tgt])
+    assert err0 > 0.15  # the other CPU really differs
+    assert err1 < 0.7 * err0, (method, err0, err1)  # it learned the target's measurements
+    assert all(torch.equal(before_state[k], v) for k, v in base.net_.state_dict().items())  # base untouched
+    assert m.adapt_info_["method"] == method and m.adapt_info_["n_target"] == len(tgt)
+    m.save(tmp_path / "m")
+    np.testing.assert_allclose(load_model(tmp_path / "m").predict(X.take(tgt)), m.predict(X.take(tgt)), rtol=1e-5)
+
+
+def test_lottery_updates_only_the_transferable_half(two_cpus):
+    base, X, y, src, tgt = two_cpus
+    meth = get_method("lottery", epochs=1, val_frac=0.0, seed=0, decay=0.0)
+    m = meth.adapt(base, X.take(tgt), y[tgt])
+    w0, w1 = base.net_.decoder[0].weight.detach(), m.net_.decoder[0].weight.detach()
+    mask = meth.masks_["decoder.0.weight"]
+    assert abs(mask.float().mean().item() - 0.5) < 0.01  # ratio 0.5 of the entries
+    assert bool((w0[~mask] == w1[~mask]).all())  # decay 0: the domain-variant half did not move
+    assert bool((w0[mask] != w1[mask]).any())
+
+
+def test_mtl_moves_the_siamese_network_by_momentum(two_cpus):
+    base, X, y, src, tgt = two_cpus
+    slow = get_method("mtl", epochs=2, val_frac=0.0, seed=0, momentum=0.999).adapt(base, X.take(tgt), y[tgt])
+    fast = get_method("mtl", epochs=2, val_frac=0.0, seed=0, momentum=0.9).adapt(base, X.take(tgt), y[tgt])
+    w0 = base.net_.decoder[0].weight.detach()
+    d_slow = (slow.net_.decoder[0].weight.detach() - w0).abs().mean().item()
+    d_fast = (fast.net_.decoder[0].weight.detach() - w0).abs().mean().item()
+    assert 0 < d_slow < d_fast
+
+
+def test_methods_need_a_neural_model_and_target_data(two_cpus):
+    from perfcast.models import get_model
+
+    base, X, y, src, tgt = two_cpus
+    xgb = get_model("xgb", n_estimators=5, threads=1).fit(X.take(src), y[src])
+    with pytest.raises(PerfcastError, match="adapts the neural cost models .* the base model is 'xgb'"):
+        get_method("finetune").adapt(xgb, X.take(tgt), y[tgt])
+    with pytest.raises(PerfcastError, match="no measured target programs"):
+        get_method("finetune").adapt(base, X.take([]), np.zeros(0))
+    with pytest.raises(PerfcastError, match="'cmd' needs records of the source devices"):
+        get_method("cmd").adapt(base, X.take(tgt), y[tgt])
+    with pytest.raises(PerfcastError, match=r"unknown parameter\(s\) \['epoch'\] for adaptation method 'mtl'"):
+        get_method("mtl", epoch=3).adapt(base, X.take(tgt), y[tgt])
+
+
+# ---------------------------------------------------------------------------------------------------------- workflow
+def test_adapt_measures_a_new_target_for_real(two_cpus, mlp_dataset, tmp_path):
+    """The data has no record of local:mcpu=x86-64,threads=1: the chosen task's programs are measured by the
+    collector (SSE2 code, one thread), the model adapted to them and saved with the device among its training
+    devices (so `perfcast predict` does not warn about it)."""
+    from perfcast.adapt.workflow import AdaptConfig, run
+    from perfcast.data.frame import records_frame
+    from perfcast.data.store import Dataset
+    from perfcast.devices import get_device
+    from perfcast.devices.base import device_key
+    from perfcast.models import load_model
+
+    base = two_cpus[0]
+    base.save(tmp_path / "base")
+    data, _ = mlp_dataset
+    dev = "local:mcpu=x86-64,threads=1"
+    r = run(AdaptConfig(device=dev, model=str(tmp_path / "base"), data=str(data), budget_tasks=1,
+                        programs_per_task=2, method="finetune", out=str(tmp_path / "adapted"),
+                        params={"epochs": 3}), log=lambda m: None, progress=False)
+    assert r["n_tasks"] == 1 and r["programs"] == 2 and r["reused_records"] == 0
+    assert r["measure_seconds"] > 0 and r["mape_before"] is None and r["held_out_records"] == 0
+    recs = records_frame(Dataset(tmp_path / "adapted" / "measurements"))
+    assert len(recs) == 2 and set(recs.device_id) == {dev} and set(recs.workload_key) == set(r["tasks"])
+    assert (recs.latency_s > 0).all()
+    m = load_model(tmp_path / "adapted")
+    assert m.info_["train_devices"][device_key(get_device(dev))] == 2
+    assert m.info_["adapted"]["method"] == "finetune"
+    # CDMPP Fig. 11 for it: the target's latents come from the measurements beside the adapted model
+    from perfcast.adapt.workflow import latent_report
+
+    png, dist = latent_report(tmp_path / "adapted", str(data), tmp_path / "report", progress=False)
+    assert png.endswith("latent_pca.png") and (tmp_path / "report" / "latent_pca.png").stat().st_size > 10_000
+    assert set(dist) == {"before adaptation", "after adaptation"} and all(v > 0 for v in dist.values())
+    with pytest.raises(PerfcastError, match="is not an adapted model; make one with `perfcast adapt --out DIR`"):
+        latent_report(tmp_path / "base", str(data), tmp_path / "report", progress=False)
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "perfcast.cli.app", *args], capture_output=True, text=True,
+                          timeout=600)
+
+
+def test_adapt_command_help_and_errors():
+    res = _cli("adapt", "--help")
+    assert res.returncode == 0 and "Example: perfcast adapt --device" in res.stdout
+    res = _cli("adapt", "--device", "local", "--method", "dann")
+    assert res.returncode == 2
+    assert res.stderr.strip() == "error: unknown adaptation method 'dann'; known: cmd, finetune, lottery, mtl"
+    res = _cli("adapt", "--device", "local:mcpu=nosuchcpu", "--budget-tasks", "3")
+    assert res.returncode == 2 and "LLVM does not know mcpu 'nosuchcpu'" in res.stderr
+
+
+def test_certainty_is_the_cv_of_the_last_three_rounds():
+    from perfcast.adapt.workflow import certainty_cv
+
+    assert certainty_cv([0.5, 0.4]) == float("inf")
+    e = [0.9, 0.30, 0.33, 0.27]
+    assert certainty_cv(e) == pytest.approx(np.std(e[-3:]) / np.mean(e[-3:]))
+    assert certainty_cv(e) == pytest.approx(0.08165, abs=1e-4)  # sqrt(0.0018 / 3) / 0.30
+
+
+def test_until_certain_measures_in_rounds(two_cpus, mlp_dataset, tmp_path):
+    from perfcast.adapt.workflow import AdaptConfig, certainty_cv, run
+
+    two_cpus[0].save(tmp_path / "base")
+    data, _ = mlp_dataset
+    r = run(AdaptConfig(device="local:mcpu=x86-64,threads=1", model=str(tmp_path / "base"), data=str(data),
+                        budget_tasks=3, round_tasks=1, programs_per_task=2, method="finetune", until_certain=True,
+                        certain_cv=0.0, out=str(tmp_path / "a"), params={"epochs": 2}),
+            log=lambda m: None, progress=False)
+    # certain_cv 0 is never reached: every round of the budget is measured, one task each
+    assert [x["tasks"] for x in r["rounds"]] == [1, 2, 3] and r["programs"] == 6
+    errs = [x["mape_on_new"] for x in r["rounds"]]
+    assert all(e > 0 for e in errs) and r["rounds"][0]["cv"] is None
+    assert r["rounds"][2]["cv"] == pytest.approx(certainty_cv(errs))
