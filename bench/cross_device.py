@@ -34,7 +34,15 @@ def main() -> None:
     ap.add_argument("--adapt-param", action="append", default=[], help="adaptation parameter KEY=VALUE (all methods)")
     ap.add_argument("--json", default=None, help="write the full result here")
     ap.add_argument("--plot", default=None, help="PNG: MAPE vs K per method and sampler, one panel per target")
+    ap.add_argument("--replot", default=None, help="only redraw --plot (and the tables) from this --json result")
     a = ap.parse_args()
+    if a.replot:
+        with open(a.replot) as f:
+            out = json.load(f)
+        _print_summary(out)
+        if a.plot:
+            _plot(out, a.plot)
+        return
 
     from perfcast.adapt.workflow import adapt_model, select_tasks
     from perfcast.cli.model_cmd import _parse_params
@@ -154,9 +162,11 @@ def _plot(out, path) -> None:
                              for k in ks], style, marker="o", label=f"{m} ({sampler})")
         ax.axhline(100 * res["base_mape"], color="grey", lw=1, label="no adaptation")
         ax.set_xscale("log")
+        ax.set_xticks(out["ks"], [str(k) for k in out["ks"]])
+        ax.minorticks_off()
         ax.set_xlabel("tasks measured on the target (K)")
         ax.set_ylabel("MAPE on the target's other tasks (%)")
-        ax.set_title(tgt.split("@")[0], fontsize=9)
+        ax.set_title(f"{tgt.split('@')[0]} @ {tgt.split('/')[-1]}", fontsize=9)
     axes[0][0].legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=120)

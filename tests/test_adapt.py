@@ -70,11 +70,12 @@ def two_cpus(mlp_dataset):
     data, df = mlp_dataset
     X = dataset_features(Dataset(data), df, jobs=1, progress=False)
     y = df.latency_s.to_numpy()
-    devs = sorted(df.device_key.unique())
-    assert len(devs) == 2  # the bundled data holds both CPUs' measurements of the mlp
-    src = np.flatnonzero(df.device_key.to_numpy() == devs[0])
+    devs = set(df.device_key)
+    intel, amd = "local@Intel(R) Xeon(R) Processor/emeraldrapids", "local@AMD EPYC/znver3"
+    assert {intel, amd} <= devs  # the bundled data holds both CPUs' measurements of the mlp
+    src = np.flatnonzero(df.device_key.to_numpy() == amd)
     tgt_tasks = sorted(df.workload_key.unique())[:2]
-    tgt = np.flatnonzero((df.device_key.to_numpy() == devs[1]) & df.workload_key.isin(tgt_tasks).to_numpy())
+    tgt = np.flatnonzero((df.device_key.to_numpy() == intel) & df.workload_key.isin(tgt_tasks).to_numpy())
     base = get_model("cdmpp", **SMALL_CDMPP).fit(X.take(src), y[src])
     return base, X, y, src, tgt
 
@@ -136,8 +137,8 @@ def test_methods_need_a_neural_model_and_target_data(two_cpus):
 
 # ---------------------------------------------------------------------------------------------------------- workflow
 def test_adapt_measures_a_new_target_for_real(two_cpus, mlp_dataset, tmp_path):
-    """The data has no record of local:mcpu=x86-64,threads=1: the chosen task's programs are measured by the
-    collector (SSE2 code, one thread), the model adapted to them and saved with the device among its training
+    """The data has no record of local:mcpu=nehalem,threads=1: the chosen task's programs are measured by the
+    collector (SSE4.2 code, one thread), the model adapted to them and saved with the device among its training
     devices (so `perfcast predict` does not warn about it)."""
     from perfcast.adapt.workflow import AdaptConfig, run
     from perfcast.data.frame import records_frame
@@ -149,7 +150,7 @@ def test_adapt_measures_a_new_target_for_real(two_cpus, mlp_dataset, tmp_path):
     base = two_cpus[0]
     base.save(tmp_path / "base")
     data, _ = mlp_dataset
-    dev = "local:mcpu=x86-64,threads=1"
+    dev = "local:mcpu=nehalem,threads=1"
     r = run(AdaptConfig(device=dev, model=str(tmp_path / "base"), data=str(data), budget_tasks=1,
                         programs_per_task=2, method="finetune", out=str(tmp_path / "adapted"),
                         params={"epochs": 3}), log=lambda m: None, progress=False)
@@ -200,7 +201,7 @@ def test_until_certain_measures_in_rounds(two_cpus, mlp_dataset, tmp_path):
 
     two_cpus[0].save(tmp_path / "base")
     data, _ = mlp_dataset
-    r = run(AdaptConfig(device="local:mcpu=x86-64,threads=1", model=str(tmp_path / "base"), data=str(data),
+    r = run(AdaptConfig(device="local:mcpu=nehalem,threads=1", model=str(tmp_path / "base"), data=str(data),
                         budget_tasks=3, round_tasks=1, programs_per_task=2, method="finetune", until_certain=True,
                         certain_cv=0.0, out=str(tmp_path / "a"), params={"epochs": 2}),
             log=lambda m: None, progress=False)

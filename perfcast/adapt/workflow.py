@@ -94,7 +94,7 @@ def adapt_model(model, method: str, X_t, y_t, X_src, y_src, params: dict | None 
 
 
 # ---- measuring on the target -------------------------------------------------------------------------------------
-def _measure(ds, df, tasks: list[str], cfg: AdaptConfig, out: Path, log) -> float:
+def _measure(ds, df, tasks: list[str], cfg: AdaptConfig, out: Path, log, progress: bool = True) -> float:
     """Measure `tasks` on the target with the collector into dataset `out`; returns the seconds spent."""
     from ..collect.collector import CollectConfig, collect
     from ..data.schema import NetworkTaskRecord, TaskRecord
@@ -113,7 +113,7 @@ def _measure(ds, df, tasks: list[str], cfg: AdaptConfig, out: Path, log) -> floa
         raise PerfcastError("the chosen tasks belong to no network of the dataset at batch size 1; "
                             "pass --data a dataset collected with `perfcast collect`")
     res = collect(CollectConfig(networks=tuple(nets), device=cfg.device, programs_per_task=cfg.programs_per_task,
-                                seed=cfg.seed, only_tasks=tuple(tasks)), str(out), log=log)
+                                seed=cfg.seed, only_tasks=tuple(tasks)), str(out), log=log, progress=progress)
     return res.seconds
 
 
@@ -164,7 +164,7 @@ def run(cfg: AdaptConfig, log: Callable[[str], None] = print, progress: bool = T
                 raise PerfcastError("measuring on the target needs a place for the records; pass --out DIR "
                                     "(or --measure-out DIR)")
             log(f"measuring {len(todo)} tasks x {cfg.programs_per_task} programs on {spec.device_id}")
-            seconds += _measure(ds, df, todo, cfg, mout, log)
+            seconds += _measure(ds, df, todo, cfg, mout, log, progress)
             _, mdf, mX = load_data(mout, progress=progress)
             mt = mdf["device_key"].to_numpy() == dkey
             my = mdf["latency_s"].to_numpy()
@@ -213,8 +213,8 @@ def run(cfg: AdaptConfig, log: Callable[[str], None] = print, progress: bool = T
     info = dict(getattr(base, "info_", {}) or {})
     info["train_devices"] = {**info.get("train_devices", {}), dkey: int(sum(len(v[1]) for v in measured.values()))}
     info["adapted"] = {"device": spec.device_id, "device_key": dkey, "method": cfg.method, "sampler": cfg.sampler,
-                       "tasks": tasks, "base_model": str(cfg.model or "bundled"), "mape_before": before,
-                       "mape_after": after, "held_out_records": int(len(held))}
+                       "tasks": tasks, "base_model": str(Path(cfg.model).resolve()) if cfg.model else "bundled",
+                       "mape_before": before, "mape_after": after, "held_out_records": int(len(held))}
     model.info_ = info
     result = {"device": spec.device_id, "device_key": dkey, "method": cfg.method, "sampler": cfg.sampler,
               "tasks": tasks, "n_tasks": len(tasks), "programs": int(sum(len(v[1]) for v in measured.values())),
