@@ -3,6 +3,7 @@
 import json
 import math
 
+import pyarrow.parquet as pq
 import pytest
 
 from perfcast.data.schema import SCHEMA_VERSION, MeasureRecord, from_json_line, from_row, to_json_line, to_table
@@ -101,3 +102,14 @@ def test_merge_adds_what_is_missing_reads_journals_and_leaves_the_source(tmp_pat
     assert sorted(dst.read("records", ["record_id"]).column("record_id").to_pylist()) == ["id0", "id1", "id2"]
     assert dst.merge_from(src) == {"records": 0, "tasks": 0, "networks": 0}
     assert j.path.exists() and src.read("records").num_rows == 2
+
+
+def test_merge_writes_small_partitions(tmp_path, monkeypatch):
+    import perfcast.data.store as store
+
+    src = Dataset(tmp_path / "src", create=True)
+    src.add_records([_rec(i) for i in range(5)])
+    monkeypatch.setattr(store, "PART_RECORDS", 2)  # feature caches are per partition: keep them small
+    dst = Dataset(tmp_path / "dst", create=True)
+    assert dst.merge_from(src)["records"] == 5
+    assert [pq.ParquetFile(p).metadata.num_rows for p in dst._parts("records")] == [2, 2, 1]

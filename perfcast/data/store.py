@@ -44,6 +44,9 @@ def _fsync_dir(d: Path) -> None:
         os.close(fd)
 
 
+PART_RECORDS = 500  # records per partition written by a merge (the collector flushes its journal as often)
+
+
 class Dataset:
     """A perfcast dataset directory (see `perfcast.paths` for the layout)."""
 
@@ -163,7 +166,11 @@ class Dataset:
         recs = [from_row(MeasureRecord, r) for r in other.read("records").to_pylist() if r["record_id"] not in have]
         for jp in other._journals():  # a running (or killed) collection's journal: read, never moved
             recs += [r for r in _read_journal(jp) if r.record_id not in have]
-        return {"records": self.add_records(recs, tag="merged") if recs else 0,
+        # partitions of at most PART_RECORDS records, grouped by task: the feature cache is per partition, so a
+        # reader of a few tasks (a test, one network) computes a few small partitions, not the whole merge
+        recs.sort(key=lambda r: (r.workload_key, r.device_id, r.record_id))
+        n = sum(self.add_records(recs[i:i + PART_RECORDS], tag="merged") for i in range(0, len(recs), PART_RECORDS))
+        return {"records": n,
                 "tasks": self.add_tasks([from_row(TaskRecord, r) for r in other.read("tasks").to_pylist()]),
                 "networks": self.add_network_tasks([from_row(NetworkTaskRecord, r)
                                                     for r in other.read("networks").to_pylist()])}
