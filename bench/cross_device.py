@@ -44,7 +44,7 @@ def main() -> None:
             _plot(out, a.plot)
         return
 
-    from perfcast.adapt.workflow import adapt_model, select_tasks
+    from perfcast.adapt.workflow import adapt_model, mape_of, recorded_seconds, select_tasks
     from perfcast.cli.model_cmd import _parse_params
     from perfcast.devices.base import DeviceSpec
     from perfcast.eval.workflow import load_data, train
@@ -83,12 +83,12 @@ def main() -> None:
                                       X.take(np.flatnonzero(is_t)), vec, k, sampler, seed)
                 meas = np.concatenate([np.flatnonzero(is_t & (wk == t))[: a.programs_per_task] for t in chosen])
                 held = np.flatnonzero(is_t & ~np.isin(wk, chosen))
-                secs = float(np.nansum(df["build_s"].to_numpy()[meas]) + np.nansum(df["measure_s"].to_numpy()[meas]))
-                before = float(np.mean(np.abs(base.predict(X.take(held)) - y[held]) / y[held]))
+                secs = recorded_seconds(df, meas)
+                before = mape_of(base, X.take(held), y[held])
                 for method in methods:
                     t1 = time.time()
                     m = adapt_model(base, method, X.take(meas), y[meas], X.take(src), y[src], aparams, seed=seed)
-                    after = float(np.mean(np.abs(m.predict(X.take(held)) - y[held]) / y[held]))
+                    after = mape_of(m, X.take(held), y[held])
                     res["runs"].append({"k": k, "sampler": sampler, "seed": seed, "method": method,
                                         "mape_before": before, "mape_after": after, "programs": int(len(meas)),
                                         "held_out": int(len(held)), "measure_s": secs,

@@ -112,4 +112,4 @@ def test_merge_writes_small_partitions(tmp_path, monkeypatch):
     monkeypatch.setattr(store, "PART_RECORDS", 2)  # feature caches are per partition: keep them small
     dst = Dataset(tmp_path / "dst", create=True)
     assert dst.merge_from(src)["records"] == 5
-    assert [pq.ParquetFile(p).metadata.num_rows for p in dst._parts("records")] == [2, 2, 1]
+    assert sorted(pq.ParquetFile(p).metadata.num_rows for p in dst._parts("records")) == [1, 2, 2]

@@ -30,6 +30,9 @@ class Method:
     def __init__(self, **params):
         self.params = dict(params)
 
+    def check_model(self, model) -> None:
+        """Raise a PerfcastError when this method cannot adapt `model` (checked before anything is measured)."""
+
     def adapt(self, model, X_tgt, y_tgt, X_src=None, y_src=None):
         raise NotImplementedError
 

@@ -2,7 +2,7 @@
 programs - the plain transfer-learning baseline (Tenset's and CDMPP §7.4's "fine-tuning"), and the loop the other
 methods (`cmd`, `mtl`, `lottery`) extend through four hooks.
 
-The loop: AdamW at a tenth of the model's learning rate, the model's own loss (e.g. MSE + MAPE on Box-Cox targets,
+The loop: AdamW at lr 2e-4 (a tenth of cdmpp's), the model's own loss (e.g. MSE + MAPE on Box-Cox targets,
 with the base model's fitted target transform and input normalizers kept), early stopping on the MAPE of a
 `val_frac` share of the target programs (none when there are fewer than 5), the best weights kept.
 """
@@ -41,16 +41,22 @@ class FineTune(Method):
     def _epoch_start(self, m, net, train, z_all, y_all, loss_fn) -> None:
         pass
 
-    # ---- the loop ----------------------------------------------------------------------------------------------
-    def adapt(self, model, X_tgt, y_tgt, X_src=None, y_src=None):
-        import torch
-
-        from ..models._torch import Groups, TorchCostModel
-        from ..models.losses import make_loss
+    def check_model(self, model) -> None:
+        from ..models._torch import TorchCostModel
 
         if not isinstance(model, TorchCostModel):
             raise PerfcastError(f"adaptation method {self.name!r} adapts the neural cost models (cdmpp, mlp); "
                                 f"the base model is {model.name!r}: pass --model a cdmpp or mlp model directory")
+
+    # ---- the loop ----------------------------------------------------------------------------------------------
+    def adapt(self, model, X_tgt, y_tgt, X_src=None, y_src=None):
+        import torch
+
+        from ..eval.metrics import mape
+        from ..models._torch import Groups
+        from ..models.losses import make_loss
+
+        self.check_model(model)
         p = {**DEFAULTS, **self.params}
         unknown = set(p) - set(DEFAULTS) - set(getattr(self, "EXTRA", {}))
         if unknown:
@@ -82,7 +88,7 @@ class FineTune(Method):
         net = self._trained_net(m)
         opt = self._optimizer(net, p)
         src_batches: list = []
-        best, best_state, stale, history = np.inf, None, 0, []
+        best, best_state, stale, history = np.inf, None, 0, []  # history: training loss per epoch
         for epoch in range(p["epochs"]):
             self._epoch_start(m, net, train, z_all, y_all, loss_fn)
             net.train()
@@ -105,16 +111,17 @@ class FineTune(Method):
                 opt.step()
                 self._after_step(m, net)
                 total += float(loss.detach()) * len(idx)
-            score = (float(np.mean(np.abs(m._predict_groups(val) - y[val_i]) / y[val_i])) if val
-                     else total / max(len(tr_i), 1))
-            history.append(score)
+            history.append(total / max(len(tr_i), 1))
+            if val is None:  # too few programs to hold some out: train every epoch
+                continue
+            score = mape(y[val_i], m._predict_groups(val))
             if score < best - 1e-6:
                 best, best_state, stale = score, copy.deepcopy(m.net_.state_dict()), 0
             else:
                 stale += 1
-                if val and stale >= p["patience"]:
+                if stale >= p["patience"]:
                     break
-        if best_state is not None and val:
+        if best_state is not None:
             m.net_.load_state_dict(best_state)
         m.net_.eval()
         m.adapt_info_ = {"method": self.name, "params": p, "epochs": len(history), "n_target": int(len(y)),

@@ -30,10 +30,10 @@ class LotteryTransfer(FineTune):
             if w.grad is None:  # not used by these programs (a leaf-count head): leave it alone
                 self.masks_[name] = torch.zeros_like(w, dtype=torch.bool)
                 continue
-            xi = (w.detach() * w.grad).abs().flatten()
+            xi = (w.detach() * w.grad).abs()
             k = max(1, int(round(self.p_["ratio"] * xi.numel())))
-            thr = torch.topk(xi, k).values[-1]
-            self.masks_[name] = ((w.detach() * w.grad).abs() >= thr) & (xi.max() > 0)
+            thr = torch.topk(xi.flatten(), k).values[-1]
+            self.masks_[name] = (xi >= thr) & (xi.max() > 0)
         net.zero_grad()
 
     def _before_step(self, m, net) -> None:
@@ -45,9 +45,6 @@ class LotteryTransfer(FineTune):
         shrink = 1 - self.p_["lr"] * self.p_["decay"]
         with torch.no_grad():
             for name, w in net.named_parameters():
-                mask = self.masks_[name]
-                touched = w.grad is not None
-                if touched:  # domain-variant entries: no gradient step, only decay
-                    w.copy_(torch.where(mask, w, self.frozen_[name] * shrink))
-                else:
-                    w.copy_(self.frozen_[name])
+                if w.grad is not None:  # (no gradient in this batch: the optimizer did not touch it)
+                    # domain-variant entries: no gradient step, only decay
+                    w.copy_(torch.where(self.masks_[name], w, self.frozen_[name] * shrink))

@@ -14,10 +14,14 @@ from ..errors import PerfcastError
 from .base import Sampler, register_sampler
 
 
-def _check(task_of_row: np.ndarray, k: int) -> np.ndarray:
-    tasks = np.unique(np.asarray(task_of_row).astype(str))
+def check_budget(k: int) -> None:
     if k < 1:
         raise PerfcastError(f"--budget-tasks {k} makes no sense; use K >= 1 (CDMPP saturates near 50)")
+
+
+def _check(task_of_row: np.ndarray, k: int) -> np.ndarray:
+    tasks = np.unique(np.asarray(task_of_row).astype(str))
+    check_budget(k)
     if k > len(tasks):
         raise PerfcastError(f"--budget-tasks {k} exceeds the {len(tasks)} tasks to choose from; use K <= {len(tasks)}")
     return tasks

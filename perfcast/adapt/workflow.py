@@ -58,18 +58,14 @@ def task_pool(df, X, device_vector, per_task: int = 8, seed: int = 0):
     return df["workload_key"].to_numpy()[rows].astype(str), Xp
 
 
-def select_tasks(model, df, X, device_vector, k: int, sampler: str, seed: int = 0,
-                 candidates: set[str] | None = None) -> list[str]:
-    """K task keys chosen by `sampler` among `candidates` (default: every task of `df`)."""
+def select_tasks(model, df, X, device_vector, k: int, sampler: str, seed: int = 0) -> list[str]:
+    """K task keys of `df` chosen by `sampler` on the model's latents of their programs."""
     from .base import get_sampler
 
-    s = get_sampler(sampler)
-    sub = df if candidates is None else df[df["workload_key"].isin(candidates)]
-    if sub.empty:
+    if df.empty:
         raise PerfcastError("no candidate task to measure on the target; the dataset has no tasks")
-    keys, Xp = task_pool(sub, X, device_vector, seed=seed)
-    Z = model.latent(Xp) if hasattr(model, "latent") else np.log1p(np.abs(Xp.analytic))
-    return s.select(keys, Z, k, seed)
+    keys, Xp = task_pool(df, X, device_vector, seed=seed)
+    return get_sampler(sampler).select(keys, model.latent(Xp), k, seed)
 
 
 def certainty_cv(errors: list[float], window: int = 3) -> float:
@@ -82,9 +78,14 @@ def certainty_cv(errors: list[float], window: int = 3) -> float:
 
 
 def mape_of(model, X, y) -> float | None:
-    if len(y) == 0:
-        return None
-    return float(np.mean(np.abs(model.predict(X) - y) / y))
+    from ..eval.metrics import mape
+
+    return mape(y, model.predict(X)) if len(y) else None
+
+
+def recorded_seconds(df, idx) -> float:
+    """Measuring time of records already in a dataset: their recorded build + run seconds."""
+    return float(np.nansum(df["build_s"].to_numpy()[idx]) + np.nansum(df["measure_s"].to_numpy()[idx]))
 
 
 def adapt_model(model, method: str, X_t, y_t, X_src, y_src, params: dict | None = None, seed: int = 0):
@@ -94,24 +95,24 @@ def adapt_model(model, method: str, X_t, y_t, X_src, y_src, params: dict | None 
 
 
 # ---- measuring on the target -------------------------------------------------------------------------------------
-def _measure(ds, df, tasks: list[str], cfg: AdaptConfig, out: Path, log, progress: bool = True) -> float:
+def _measure(ds, tasks: list[str], cfg: AdaptConfig, out: Path, log, progress: bool = True) -> float:
     """Measure `tasks` on the target with the collector into dataset `out`; returns the seconds spent."""
     from ..collect.collector import CollectConfig, collect
     from ..data.schema import NetworkTaskRecord, TaskRecord
     from ..data.store import Dataset
 
-    mds = Dataset(out, create=True)
-    net_rows = [r for r in ds.read("networks").to_pylist() if r["workload_key"] in set(tasks)]
-    nets = sorted({r["network"] for r in net_rows if r["batch_size"] == 1})
-    # the collector finds each network's tasks in its dataset: give it every task of those networks
-    all_net_rows = [r for r in ds.read("networks").to_pylist() if r["network"] in nets and r["batch_size"] == 1]
-    keys = {r["workload_key"] for r in all_net_rows}
-    task_rows = [r for r in ds.read("tasks").to_pylist() if r["workload_key"] in keys]
-    mds.add_tasks([TaskRecord(**r) for r in task_rows])
-    mds.add_network_tasks([NetworkTaskRecord(**r) for r in all_net_rows])
+    rows = [r for r in ds.read("networks").to_pylist() if r["batch_size"] == 1]
+    wanted = set(tasks)
+    nets = sorted({r["network"] for r in rows if r["workload_key"] in wanted})
     if not nets:
         raise PerfcastError("the chosen tasks belong to no network of the dataset at batch size 1; "
                             "pass --data a dataset collected with `perfcast collect`")
+    # the collector finds each network's tasks in its dataset: give it every task of those networks
+    net_rows = [r for r in rows if r["network"] in nets]
+    keys = {r["workload_key"] for r in net_rows}
+    mds = Dataset(out, create=True)
+    mds.add_tasks([TaskRecord(**r) for r in ds.read("tasks").to_pylist() if r["workload_key"] in keys])
+    mds.add_network_tasks([NetworkTaskRecord(**r) for r in net_rows])
     res = collect(CollectConfig(networks=tuple(nets), device=cfg.device, programs_per_task=cfg.programs_per_task,
                                 seed=cfg.seed, only_tasks=tuple(tasks)), str(out), log=log, progress=progress)
     return res.seconds
@@ -126,16 +127,18 @@ def run(cfg: AdaptConfig, log: Callable[[str], None] = print, progress: bool = T
     from ..devices import get_device
     from ..devices.base import device_key
     from ..eval.workflow import load_data
+    from ..features.cache import ProgramFeatures
     from ..models import load_model
     from .base import get_method, get_sampler
+    from .sampling import check_budget
 
     get_sampler(cfg.sampler)
-    get_method(cfg.method)  # bad names fail before anything is loaded
-    if cfg.budget_tasks < 1:
-        raise PerfcastError(f"--budget-tasks {cfg.budget_tasks} makes no sense; use K >= 1")
+    method = get_method(cfg.method)  # bad names and budgets fail before anything is loaded or measured
+    check_budget(cfg.budget_tasks)
     spec = get_device(cfg.device)
     dkey = device_key(spec)
     base = load_model(cfg.model)
+    method.check_model(base)
     ds, df, X = load_data(cfg.data, progress=progress)
     is_t = _target_rows(df, dkey)
     y = df["latency_s"].to_numpy()
@@ -150,21 +153,25 @@ def run(cfg: AdaptConfig, log: Callable[[str], None] = print, progress: bool = T
     seconds = 0.0
     reused = 0
 
+    wk = df["workload_key"].to_numpy()
+
     def obtain(tasks: list[str]) -> None:
         nonlocal seconds, reused
-        have = [t for t in tasks if (is_t & (df["workload_key"].to_numpy() == t)).any()]
-        for t in have:  # the dataset already holds the target's programs of this task
-            idx = np.flatnonzero(is_t & (df["workload_key"].to_numpy() == t))[: cfg.programs_per_task]
-            measured[t] = (X.take(idx), y[idx])
-            seconds += float(np.nansum(df["build_s"].to_numpy()[idx]) + np.nansum(df["measure_s"].to_numpy()[idx]))
+        todo = []
+        for t in tasks:
+            idx = np.flatnonzero(is_t & (wk == t))[: cfg.programs_per_task]
+            if not len(idx):
+                todo.append(t)
+                continue
+            measured[t] = (X.take(idx), y[idx])  # the dataset already holds the target's programs of this task
+            seconds += recorded_seconds(df, idx)
             reused += len(idx)
-        todo = [t for t in tasks if t not in have]
         if todo:
             if mout is None:
                 raise PerfcastError("measuring on the target needs a place for the records; pass --out DIR "
                                     "(or --measure-out DIR)")
             log(f"measuring {len(todo)} tasks x {cfg.programs_per_task} programs on {spec.device_id}")
-            seconds += _measure(ds, df, todo, cfg, mout, log, progress)
+            seconds += _measure(ds, todo, cfg, mout, log, progress)
             _, mdf, mX = load_data(mout, progress=progress)
             mt = mdf["device_key"].to_numpy() == dkey
             my = mdf["latency_s"].to_numpy()
@@ -174,8 +181,6 @@ def run(cfg: AdaptConfig, log: Callable[[str], None] = print, progress: bool = T
                     measured[t] = (mX.take(idx), my[idx])
 
     def stacked():
-        from ..features.cache import ProgramFeatures
-
         parts = list(measured.values())
         return ProgramFeatures.concat([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
@@ -186,12 +191,11 @@ def run(cfg: AdaptConfig, log: Callable[[str], None] = print, progress: bool = T
             batch = order[start:start + cfg.round_tasks]
             obtain(batch)
             got = [t for t in batch if t in measured]
-            if got:
-                from ..features.cache import ProgramFeatures
-
-                Xb = ProgramFeatures.concat([measured[t][0] for t in got])
-                yb = np.concatenate([measured[t][1] for t in got])
-                rounds.append({"tasks": len(measured), "mape_on_new": mape_of(model, Xb, yb)})
+            if not got:  # nothing of this round could be measured (every program failed): next round
+                continue
+            Xb = ProgramFeatures.concat([measured[t][0] for t in got])
+            yb = np.concatenate([measured[t][1] for t in got])
+            rounds.append({"tasks": len(measured), "mape_on_new": mape_of(model, Xb, yb)})
             Xt, yt = stacked()
             model = adapt_model(base, cfg.method, Xt, yt, X.take(src), y[src], cfg.params, cfg.seed)
             cv = certainty_cv([r["mape_on_new"] for r in rounds])
@@ -204,6 +208,9 @@ def run(cfg: AdaptConfig, log: Callable[[str], None] = print, progress: bool = T
     else:
         obtain(order)
         tasks = list(measured)
+        if not tasks:
+            raise PerfcastError(f"no program of the {len(order)} chosen tasks ran on {spec.device_id}; see the "
+                                f"records' errors in {mout}")
         Xt, yt = stacked()
         model = adapt_model(base, cfg.method, Xt, yt, X.take(src), y[src], cfg.params, cfg.seed)
 

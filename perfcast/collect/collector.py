@@ -12,7 +12,6 @@ import datetime as _dt
 import hashlib
 import json
 import math
-import os
 import platform
 import time
 from collections import Counter, defaultdict
@@ -26,7 +25,7 @@ from ..devices import DeviceSpec, get_device
 from ..devices.base import device_key, device_key_of_json
 from ..errors import PerfcastError
 from .base import Runner
-from .load import LoadMonitor
+from .load import LoadMonitor, own_cpus
 from .measure import MeasureConfig
 from .space import default_program, random_programs, stable_seed
 from .tasks import Task, extract, network_label, network_rows, task_from_record, task_record
@@ -127,10 +126,10 @@ def collect(cfg: CollectConfig, out: str, log: Callable[[str], None] = print, pr
     if not cfg.networks:
         raise PerfcastError("no network given; pass --network NAME|FILE.onnx|file.py:factory (see `perfcast collect --help`)")
     spec = get_device(cfg.device)
-    if not spec.rpc_key and hasattr(os, "sched_getaffinity") and spec.threads > len(os.sched_getaffinity(0)):
+    cpus = own_cpus()
+    if not spec.rpc_key and cpus is not None and spec.threads > len(cpus):
         raise PerfcastError(f"device {spec.device_id} runs {spec.threads} threads but this process may use only "
-                            f"CPUs {sorted(os.sched_getaffinity(0))}; widen the affinity (taskset) or use "
-                            f"local:threads={len(os.sched_getaffinity(0))}")
+                            f"CPUs {sorted(cpus)}; widen the affinity (taskset) or use local:threads={len(cpus)}")
     target = spec.target()
     ds = Dataset(out, create=True)
     res = CollectResult(out=str(out))

@@ -1,7 +1,8 @@
 """Is something else using the CPU? A loaded CPU gives false ground truth, so the collector checks after every
 measurement how much CPU time processes other than itself and its worker used meanwhile (from /proc/stat,
 steal time included) on the CPUs the collector may run on (its affinity: `taskset -c 1 perfcast collect
---device local:threads=1 ...` measures on core 1 while core 0 stays usable); if it was more than `max_foreign_cores`, the measurement is discarded, the collector warns
+--device local:threads=1 ...` measures on core 1 while core 0 stays usable); if it was more than
+`max_foreign_cores`, the measurement is discarded, the collector warns
 (with the load average) and pauses until the machine is quiet, then measures the program again.
 """
 
@@ -24,7 +25,8 @@ def _busy_seconds(cpus: frozenset[int] | None = None) -> float:
     return busy
 
 
-def _own_cpus() -> frozenset[int] | None:
+def own_cpus() -> frozenset[int] | None:
+    """The CPUs this process may run on, or None when that is every CPU."""
     try:
         cpus = frozenset(os.sched_getaffinity(0))
     except (AttributeError, OSError):
@@ -38,7 +40,7 @@ class LoadMonitor:
         self.quiet_s = quiet_s
         self.enabled = enabled
         self._me = psutil.Process()
-        self.cpus = _own_cpus()  # None: the whole machine
+        self.cpus = own_cpus()  # None: the whole machine
         self.pauses = 0
         self.paused_s = 0.0
         self.mark()

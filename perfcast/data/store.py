@@ -159,7 +159,7 @@ class Dataset:
 
     def merge_from(self, other: "Dataset") -> dict:
         """Add another dataset's records (its journals' too), tasks and network rows that this one lacks (by record
-        id and key); returns how many of each were new; `other` is only read. The other dataset's feature cache is not copied (recomputed on use)."""
+        id and key); returns how many of each were new. `other` is only read; its feature cache is not copied."""
         from .schema import MeasureRecord, NetworkTaskRecord, TaskRecord, from_row
 
         have = self.record_ids()
