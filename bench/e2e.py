@@ -3,11 +3,14 @@
 For each network and schedule set: `perfcast.e2e.predict_network(..., measure=True)` — every fused kernel predicted
 once by the model (default: bundled), replayed on one CPU unit (CDMPP Algorithm 2; with one unit this is the plain
 sum, printed beside as a check), and the whole network compiled and timed in the Relax VM (median of repeats), each
-kernel also timed inside the network. `tuned` uses a meta-schedule database per network, `--tuned-dir/NETWORK`,
+kernel also timed inside the network. With default schedules the layerwise method is printed beside (the layerwise
+paper's per-layer-type regressors for conv2d / dense / pooling kernels, the model for the rest; `--layerwise-model`,
+default bundled), against the same measurement. `tuned` uses a meta-schedule database per network, `--tuned-dir/NETWORK`,
 created with `perfcast.e2e.schedules.tune_network` (`--trials` per network) when missing.
 
     python bench/e2e.py [--networks resnet50,mobilenet_v2,bert_tiny] [--schedules default,tuned]
-                        [--tuned-dir runs/e2e-tuned] [--trials 16xTASKS] [--model DIR] [--json]
+                        [--tuned-dir runs/e2e-tuned] [--trials 16xTASKS] [--model DIR]
+                        [--layerwise-model DIR] [--json]
 
 Keep the machine quiet: it measures (and tunes).
 """
@@ -27,6 +30,7 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=0, help="tuning trials per network (default: 16 per task)")
     ap.add_argument("--batch-size", type=int, default=1)
     ap.add_argument("--model", default=None)
+    ap.add_argument("--layerwise-model", default=None)
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
 
@@ -53,12 +57,21 @@ def main() -> None:
                 "measured_cv": r["measured_cv"], "error": r["error"], "kernels": len(r["kernels"]),
                 "scheduled_kernels": r["scheduled_kernels"], "measured_kernels_sum_s": r["measured_kernels_sum_s"],
                 "worst_kernel": r["outliers"][0] if r["outliers"] else None, "memory": r["memory"]}
+            if sched == "default":
+                lw = predict_network(net, a.batch_size, "local", a.model, schedules=spec, method="layerwise",
+                                     layerwise_model=a.layerwise_model)
+                o["layerwise"] = {"predicted_s": lw["predicted_s"], "error": lw["predicted_s"] / r["measured_s"] - 1,
+                                  "share": lw["layerwise"]["share"], "kernels": lw["layerwise"]["kernels"]}
             if not a.json:
                 print(f"{net:13s} {sched:8s} {o['kernels']:3d} kernels ({o['scheduled_kernels']:3d} scheduled)  "
                       f"predicted {o['predicted_s'] * 1e3:9.2f} ms (plain sum {o['plain_sum_s'] * 1e3:9.2f})  "
                       f"measured {o['measured_s'] * 1e3:9.2f} ms (CV {o['measured_cv']:.1%})  error "
                       f"{o['error']:+.1%}  [kernels timed in the network: {o['measured_kernels_sum_s'] * 1e3:.2f} ms]",
                       flush=True)
+                if "layerwise" in o:
+                    w = o["layerwise"]
+                    print(f"{'':22s} layerwise: predicted {w['predicted_s'] * 1e3:9.2f} ms, error {w['error']:+.1%} "
+                          f"({w['kernels']} layer kernels, {w['share']:.0%} of the prediction)", flush=True)
                 if o["worst_kernel"]:
                     w = o["worst_kernel"]
                     print(f"{'':22s} most time lost: {w['name']} measured {w['ratio']:.1f}x its prediction "
@@ -68,11 +81,15 @@ def main() -> None:
                       f"{m['measured_bytes'] / 2**20:.1f} MiB; layerwise estimators {m['two_largest_bytes'] / 2**20:.1f}"
                       f" / {m['twice_mean_bytes'] / 2**20:.1f} MiB", flush=True)
     errs = [abs(o["error"]) for o in out.values()]
+    lw_errs = [abs(o["layerwise"]["error"]) for o in out.values() if "layerwise" in o]
     if a.json:
         print(json.dumps(out))
     else:
         print(f"mean |error| {sum(errs) / len(errs):.1%} over {len(errs)} network/schedule pairs "
               f"(target: <= 10% each)")
+        if lw_errs:
+            print(f"layerwise method: mean |error| {sum(lw_errs) / len(lw_errs):.1%} over {len(lw_errs)} networks "
+                  "(default schedules)")
 
 
 if __name__ == "__main__":

@@ -83,6 +83,11 @@ def features_dir(root: Path) -> Path:
     return Path(root) / FEATURES
 
 
+def bundled_layerwise_dir() -> Path:
+    """The layerwise models shipped with the package (trained on the layers collected on the development machine)."""
+    return package_dir() / "layerwise" / "bundled"
+
+
 def bundled_model_dir() -> Path:
     """The model shipped with the package (trained on the bundled dataset)."""
     return package_dir() / "models" / "bundled"

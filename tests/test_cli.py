@@ -18,11 +18,25 @@ def _cli(*args, env=None):
                           timeout=600, env=env)
 
 
-@pytest.mark.parametrize("cmd", [["collect"], ["devices"], ["data", "summary"], ["data", "import"]])
+def _commands():
+    """Every command of the app, sub-commands of groups (data, layerwise) included."""
+    out = [[c.name] for c in app.registered_commands]
+    for g in app.registered_groups:
+        out += [[g.name, c.name] for c in g.typer_instance.registered_commands]
+    return out
+
+
+def test_the_command_list_is_complete():
+    names = {" ".join(c) for c in _commands()}
+    assert {"collect", "predict", "adapt", "data merge", "layerwise train", "layerwise eval"} <= names
+    assert len(names) >= 15
+
+
+@pytest.mark.parametrize("cmd", _commands(), ids=" ".join)
 def test_every_command_has_help_with_an_example(cmd):
     res = runner.invoke(app, [*cmd, "--help"])
     assert res.exit_code == 0
-    assert "Example: perfcast " + cmd[0] in " ".join(res.output.split())
+    assert "Example: perfcast " + " ".join(cmd) in " ".join(res.output.split())
 
 
 def test_unknown_network_is_one_line(tmp_path):

@@ -104,6 +104,17 @@ def test_merge_adds_what_is_missing_reads_journals_and_leaves_the_source(tmp_pat
     assert j.path.exists() and src.read("records").num_rows == 2
 
 
+def test_merge_keeps_the_collection_runs(tmp_path):
+    src = Dataset(tmp_path / "src", create=True)
+    info = src.write_collection_info({"device": "local", "status": "finished"})
+    dst = Dataset(tmp_path / "dst", create=True)
+    mine = dst.write_collection_info({"device": "other"})
+    dst.merge_from(src)
+    runs = sorted(p.name for p in (tmp_path / "dst" / "collection").glob("*.json"))
+    assert runs == sorted([info.name, mine.name])
+    assert json.loads((tmp_path / "dst" / "collection" / info.name).read_text())["status"] == "finished"
+
+
 def test_merge_writes_small_partitions(tmp_path, monkeypatch):
     import perfcast.data.store as store
 

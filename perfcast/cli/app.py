@@ -8,7 +8,7 @@ import sys
 import typer
 
 from ..errors import PerfcastError
-from . import adapt_cmd, collect_cmd, data_cmd, devices_cmd, model_cmd, predict_cmd
+from . import adapt_cmd, collect_cmd, data_cmd, devices_cmd, layerwise_cmd, model_cmd, predict_cmd
 
 app = typer.Typer(
     name="perfcast",
@@ -32,6 +32,10 @@ app.command("eval", help=model_cmd.EVAL_HELP, epilog=model_cmd.EVAL_EXAMPLE)(mod
 app.command("predict-records", help=model_cmd.PREDICT_HELP, epilog=model_cmd.PREDICT_EXAMPLE)(model_cmd.predict_records)
 app.command("report", help=model_cmd.REPORT_HELP, epilog=model_cmd.REPORT_EXAMPLE)(model_cmd.report)
 app.command("adapt", help=adapt_cmd.HELP, epilog=adapt_cmd.EXAMPLE)(adapt_cmd.adapt)
+layerwise_app = typer.Typer(help="The layerwise paper's per (device, layer type, metric) models.", no_args_is_help=True)
+layerwise_app.command("train", help=layerwise_cmd.TRAIN_HELP, epilog=layerwise_cmd.TRAIN_EXAMPLE)(layerwise_cmd.train)
+layerwise_app.command("eval", help=layerwise_cmd.EVAL_HELP, epilog=layerwise_cmd.EVAL_EXAMPLE)(layerwise_cmd.evaluate)
+app.add_typer(layerwise_app, name="layerwise")
 app.command("hpo", help=model_cmd.HPO_HELP, epilog=model_cmd.HPO_EXAMPLE)(model_cmd.hpo)
 
 

@@ -10,7 +10,8 @@ import typer
 HELP = ("Predict a network's latency on a device from the bundled (or given) model: every fused kernel TVM's default "
         "pipeline compiles is predicted once and counted by its calls. --measure also compiles and times the whole "
         "network here (TVM VM time evaluator, median of repeats) and shows the error.")
-EXAMPLE = "Example: perfcast predict resnet18 --batch-size 1 --device local --measure --plot resnet18.png"
+EXAMPLE = ("Example: perfcast predict resnet18 --batch-size 1 --device local --measure --plot resnet18.png; "
+           "perfcast predict resnet50 --method layerwise --measure")
 
 
 def predict(
@@ -20,6 +21,11 @@ def predict(
     model: Optional[str] = typer.Option(None, help="model directory (default: the bundled model)"),
     schedules: str = typer.Option("default", help="default (TVM's default kernels), tuned:DB_DIR (a meta-schedule "
                                   "JSON database) or random:SEED (one random schedule per task)"),
+    method: str = typer.Option("kernel", help="kernel (every kernel by the cost model) or layerwise (conv2d, dense "
+                               "and pooling kernels by the layerwise paper's per-layer-type regressors, the rest by "
+                               "the cost model; default schedules only)"),
+    layerwise_model: Optional[str] = typer.Option(None, help="with --method layerwise: a model from `perfcast "
+                                                  "layerwise train` (default: the bundled one)"),
     measure: bool = typer.Option(False, "--measure", help="also compile and time the network on this machine"),
     input_shape: Optional[str] = typer.Option(None, help="shapes of dynamic ONNX inputs, NAME:1x3x224x224"),
     top: int = typer.Option(15, help="kernels to show in the table"),
@@ -32,7 +38,8 @@ def predict(
 
     if plot and not measure:
         raise PerfcastError(f"--plot {plot} draws predicted vs measured kernels; add --measure")
-    r = predict_network(network, batch_size, device, model, measure, input_shape, schedules=schedules)
+    r = predict_network(network, batch_size, device, model, measure, input_shape, schedules=schedules,
+                        method=method, layerwise_model=layerwise_model)
     if plot:
         from ..e2e.predict import plot_kernels
 
@@ -51,12 +58,17 @@ def predict(
     t.add_column("calls", justify="right")
     t.add_column("predicted / call", justify="right")
     t.add_column("share", justify="right")
+    lw = r.get("layerwise")
+    if lw:
+        t.add_column("by")
     measured = "measured_s" in r
     if measured:
         t.add_column("measured / call", justify="right")
         t.add_column("measured / predicted", justify="right")
     for k in r["kernels"][:top]:
         row = [k["name"][:48], str(k["calls"]), f"{k['predicted_s'] * 1e3:.4g} ms", f"{k['share']:.1%}"]
+        if lw:
+            row.append(k["method"])
         if measured:
             row += [f"{k['measured_s'] * 1e3:.4g} ms", f"{k['ratio']:.2f}"] if "measured_s" in k else ["-", "-"]
         t.add_row(*row)
@@ -65,6 +77,13 @@ def predict(
     if r.get("warning"):
         Console(stderr=True).print(f"[yellow]warning:[/] {r['warning']}", soft_wrap=True)
     c.print(f"[bold]predicted {r['predicted_s'] * 1e3:.4g} ms[/]")
+    if lw:
+        c.print(f"layerwise: {lw['kernels']} conv2d/dense/pooling kernels, {lw['share']:.1%} of the predicted time "
+                f"({lw['layers_s'] * 1e3:.4g} ms, the paper's sum of layers); the rest from the {r['model']} model")
+        if "energy_j" in lw:
+            c.print(f"energy of the layers: {lw['energy_j'] * 1e3:.4g} mJ (E = sum T x P)")
+        elif lw.get("energy_note"):
+            c.print(lw["energy_note"])
     mem = r["memory"]
     mib = 2 ** 20
     line = (f"memory: peak {mem['peak_bytes'] / mib:.1f} MiB (weights {mem['weights_bytes'] / mib:.1f}, inputs "

@@ -1,7 +1,8 @@
 """Networks -> tasks: the fused TIR PrimFuncs TVM compiles for a network, with their weights.
 
-A network is a zoo name, an ONNX file, or `file.py:factory` (a function `factory(batch_size)` returning a
-`torch.nn.Module` and a tuple of example inputs). Tasks are keyed by a structural hash of the PrimFunc
+A network is a zoo name, an ONNX file, `file.py:factory` (a function `factory(batch_size)` returning a
+`torch.nn.Module` and a tuple of example inputs), or a layer suite `layers:CONFIGS.json[@N]`
+(`perfcast.layerwise.suite`). Tasks are keyed by a structural hash of the PrimFunc
 (`workload_key`) so the same kernel in two networks is one task.
 """
 
@@ -116,6 +117,8 @@ def _python_factory_to_relax(spec: str, batch_size: int):
 
 
 def network_label(network: str) -> str:
+    if network.startswith("layers:"):  # a layer suite (perfcast.layerwise.suite): label by file stem and size
+        return "layers:" + Path(network[len("layers:"):]).name.replace(".json", "")
     if network.endswith(".onnx"):
         return Path(network).stem
     if re.search(r"\.py:\w+$", network):
@@ -126,6 +129,10 @@ def network_label(network: str) -> str:
 def to_relax(network: str, batch_size: int = 1, input_shape: str | None = None):
     """(label, source, relax IRModule) for a zoo name, an ONNX file or file.py:factory."""
     _check_batch(batch_size)
+    if network.startswith("layers:"):
+        from ..layerwise.suite import load_suite, suite_to_relax
+
+        return network_label(network), network, suite_to_relax(load_suite(network), batch_size)
     if network.endswith(".onnx"):
         p = Path(network)
         if not p.exists():

@@ -158,8 +158,9 @@ class Dataset:
         return n
 
     def merge_from(self, other: "Dataset") -> dict:
-        """Add another dataset's records (its journals' too), tasks and network rows that this one lacks (by record
-        id and key); returns how many of each were new. `other` is only read; its feature cache is not copied."""
+        """Add another dataset's records (its journals' too), tasks, network rows and collection-run files that this
+        one lacks (by record id, key and file name); returns how many records, tasks and network rows were new.
+        `other` is only read; its feature cache is not copied."""
         from .schema import MeasureRecord, NetworkTaskRecord, TaskRecord, from_row
 
         have = self.record_ids()
@@ -170,6 +171,12 @@ class Dataset:
         # reader of a few tasks (a test, one network) computes a few small partitions, not the whole merge
         recs.sort(key=lambda r: (r.workload_key, r.device_id, r.record_id))
         n = sum(self.add_records(recs[i:i + PART_RECORDS], tag="merged") for i in range(0, len(recs), PART_RECORDS))
+        # the settings and machine of every collection run behind the merged records
+        src, dst = paths.collection_dir(other.root), paths.collection_dir(self.root)
+        for f in sorted(src.glob("*.json")) if src.exists() else []:
+            if not (dst / f.name).exists():
+                dst.mkdir(parents=True, exist_ok=True)
+                (dst / f.name).write_bytes(f.read_bytes())
         return {"records": n,
                 "tasks": self.add_tasks([from_row(TaskRecord, r) for r in other.read("tasks").to_pylist()]),
                 "networks": self.add_network_tasks([from_row(NetworkTaskRecord, r)

@@ -19,11 +19,18 @@ import numpy as np
 from ..errors import PerfcastError
 
 
+METHODS = ("kernel", "layerwise")
+
+
 def predict_network(network: str, batch_size: int = 1, device: str = "local", model=None, measure: bool = False,
-                    input_shape: str | None = None, repeats: int = 5, schedules: str = "default") -> dict:
+                    input_shape: str | None = None, repeats: int = 5, schedules: str = "default",
+                    method: str = "kernel", layerwise_model=None) -> dict:
     """{"network", "batch_size", "device", "predicted_s", "kernels": [...], "measured_s"?, ...} for `network`.
 
-    `schedules`: "default", "tuned:DB_DIR" or "random:SEED" (see `perfcast.e2e.schedules`)."""
+    `schedules`: "default", "tuned:DB_DIR" or "random:SEED" (see `perfcast.e2e.schedules`).
+    `method`: "kernel" (every kernel by the cost model `model`) or "layerwise" (the layerwise paper: conv2d, dense
+    and pooling kernels by the per-layer-type regressors of `layerwise_model`, default the bundled ones; every other
+    kernel by `model`)."""
     import tvm
 
     from .._tvm.util import load_x86_intrinsics, normalize_primfunc, structural_key
@@ -36,6 +43,11 @@ def predict_network(network: str, batch_size: int = 1, device: str = "local", mo
     from .schedules import apply_schedules, parse_schedules
 
     parse_schedules(schedules)  # a bad value fails before any work
+    if method not in METHODS:
+        raise PerfcastError(f"unknown method {method!r}; use --method kernel or --method layerwise")
+    if method == "layerwise" and schedules != "default":
+        raise PerfcastError(f"--method layerwise predicts TVM's default (untuned) kernels, as the layerwise paper "
+                            f"profiles them; drop --schedules {schedules} or use --method kernel")
     spec = get_device(device)
     m = model if hasattr(model, "predict") else load_model(model)
     load_x86_intrinsics()
@@ -55,19 +67,28 @@ def predict_network(network: str, batch_size: int = 1, device: str = "local", mo
             programs[k], names[k] = tvm.IRModule({"main": normalize_primfunc(applied[name])}), name
     order = list(programs)
     per_call = dict(zip(order, m.predict(features_of_programs([programs[k] for k in order], spec))))
+    source = dict.fromkeys(order, "kernel")
+    lw_info = _layerwise(per_call, source, programs, order, spec, layerwise_model) if method == "layerwise" else {}
     sim = replay([Kernel(name, float(per_call[k]), deps) for (name, _, deps), k in zip(graph, keys)])
     calls = {k: keys.count(k) for k in order}
     kernels = [{"name": names[k], "workload_key": k, "calls": calls[k], "predicted_s": float(per_call[k]),
-                "total_predicted_s": float(per_call[k]) * calls[k]} for k in order]
+                "total_predicted_s": float(per_call[k]) * calls[k], "method": source[k]} for k in order]
     total = float(sim.total_s)
     for k in kernels:
         k["share"] = k["total_predicted_s"] / total if total > 0 else 0.0
     kernels.sort(key=lambda k: -k["total_predicted_s"])
     warning = unseen_device_warning(m, spec, device)
     out = {"network": label, "batch_size": batch_size, "device": spec.device_id, **sched_info,
-           "model": getattr(m, "name", "?"), "predicted_s": total, "kernels": kernels,
+           "model": getattr(m, "name", "?"), "method": method, "predicted_s": total, "kernels": kernels,
            "lower_seconds": t_lower, "predict_seconds": time.time() - t0 - t_lower}
     out["memory"] = memory.to_dict()
+    if lw_info:
+        lw_s = sum(k["total_predicted_s"] for k in kernels if k["method"] == "layerwise")
+        out["layerwise"] = {**lw_info, "layers_s": lw_s, "share": lw_s / total if total > 0 else 0.0,
+                            "kernels": sum(k["method"] == "layerwise" for k in kernels)}
+        power = out["layerwise"].pop("power_w", {})
+        if power:  # E = sum over layers of T x P (the layerwise paper §6), for the layers with a power model
+            out["layerwise"]["energy_j"] = sum(per_call[k] * p * calls[k] for k, p in power.items())
     if warning:
         out["warning"] = warning
     if measure:
@@ -81,6 +102,33 @@ def predict_network(network: str, batch_size: int = 1, device: str = "local", mo
         out["memory"]["measured_bytes"] = (out.pop("measured_vm_storage_bytes") + memory.weights_bytes
                                            + memory.input_bytes)
     return out
+
+
+def _layerwise(per_call: dict, source: dict, programs: dict, order: list, spec, path) -> dict:
+    """Replace the cost model's prediction of every conv2d / dense / pooling kernel by the layerwise model's."""
+    from .._tvm.util import main_func
+    from ..devices.base import device_key
+    from ..layerwise import LayerwiseModel, layer_of_tir
+    from ..layerwise.model import network_energy_note
+    from ..paths import bundled_layerwise_dir
+
+    lw = LayerwiseModel.load(path or bundled_layerwise_dir())
+    dkey = device_key(spec)
+    layers = {k: layer_of_tir(main_func(programs[k])) for k in order}
+    keys = [k for k in order if layers[k] is not None and lw.covers(dkey, layers[k].layer_type)] \
+        if dkey in lw.devices() else None
+    if keys is None:
+        lw.predict(dkey, [])  # raises: the model has no data of this device, and says how to get it
+    for k, p in zip(keys, lw.predict(dkey, [layers[k] for k in keys])):
+        per_call[k], source[k] = float(p), "layerwise"
+    info = {"model": str(path or "bundled"), "device": dkey}
+    note = network_energy_note(dkey, lw)
+    if note:
+        info["energy_note"] = note
+    else:
+        watts = lw.predict(dkey, [layers[k] for k in keys], "power_w")
+        info["power_w"] = {k: float(w) for k, w in zip(keys, watts) if w == w}
+    return info
 
 
 def unseen_device_warning(model, spec, device: str) -> str | None:
