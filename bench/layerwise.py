@@ -33,10 +33,10 @@ CSV = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "TVM
 
 def held_out_networks(data_dir) -> list[dict]:
     """Layer kernels of the by_network test networks: bundled layerwise model vs bundled kernel model."""
-    from perfcast.layerwise import Layer, LayerwiseModel
-    from perfcast.layerwise.layer import FEATURES
-    from perfcast.layerwise.table import table_from_dataset
     from perfcast.data.store import Dataset
+    from perfcast.eval.metrics import mape
+    from perfcast.layerwise import LayerwiseModel
+    from perfcast.layerwise.table import layers_of_rows, table_from_dataset
     from perfcast.eval.splits import DEFAULT_TEST_NETWORKS
     from perfcast.paths import bundled_layerwise_dir
 
@@ -46,20 +46,19 @@ def held_out_networks(data_dir) -> list[dict]:
     tab = table_from_dataset(data_dir, exclude_networks=())
     tab = tab[tab.workload_key.isin(keys)]
     tab = tab[[lw.covers(d, t) for d, t in zip(tab.device, tab.layer_type)]]
-    base = kernel_model_mape(data_dir, tab, np.ones(len(tab), bool), per_row=True)
+    base = kernel_model_predictions(data_dir, tab)
     out = []
     for (dev, lt), g in tab.groupby(["device", "layer_type"]):
-        layers = [Layer(lt, *(int(v) for v in r)) for r in g[list(FEATURES[:15])].to_numpy()]
-        p, y = lw.predict(dev, layers), g.latency_s.to_numpy()
-        km = base[g.index.to_numpy()]
-        out.append({"device": dev, "layer_type": lt, "kernels": len(g), "layerwise_mape": float(np.mean(np.abs(p - y) / y)),
-                    "kernel_model_mape": float(np.mean(np.abs(km - y) / y))})
+        y = g.latency_s.to_numpy()
+        out.append({"device": dev, "layer_type": lt, "kernels": len(g),
+                    "layerwise_mape": mape(y, lw.predict(dev, layers_of_rows(g))),
+                    "kernel_model_mape": mape(y, base[g.index].to_numpy())})
     return out
 
 
-def kernel_model_mape(data_dir, table, test_rows, per_row: bool = False):
-    """MAPE of the bundled kernel model on the held-out layer kernels, per (device, layer type); with `per_row`,
-    its predictions (a Series on the table's index)."""
+def kernel_model_predictions(data_dir, table):
+    """The bundled kernel model's latency for each row of a layer table (a Series on the table's index), from the
+    kernel's TIR in the dataset and the row's device."""
     import tvm
 
     from perfcast.data.store import Dataset
@@ -76,15 +75,11 @@ def kernel_model_mape(data_dir, table, test_rows, per_row: bool = False):
     import pandas as pd
 
     model = load_model(None)
-    out, rows = {}, {}
-    held = table[test_rows]
-    for (dev, lt), g in held.groupby(["device", "layer_type"]):
+    rows = {}
+    for dev, g in table.groupby("device"):
         mods = [tvm.IRModule({"main": tvm.script.from_source(tir[k])["main"]}) for k in g.workload_key]
-        p = model.predict(features_of_programs(mods, specs[dev]))
-        y = g.latency_s.to_numpy()
-        out[(dev, lt)] = float(np.mean(np.abs(p - y) / y))
-        rows.update(zip(g.index, p))
-    return pd.Series(rows) if per_row else out
+        rows.update(zip(g.index, model.predict(features_of_programs(mods, specs[dev]))))
+    return pd.Series(rows)
 
 
 UNSEEN = ("layers:alexnet_", "layers:darknet-19_", "layers:mnist_net_")
@@ -93,8 +88,9 @@ UNSEEN = ("layers:alexnet_", "layers:darknet-19_", "layers:mnist_net_")
 def unseen_models(data_dir, table) -> list[dict]:
     """Train on every layer except those of the TVM_Profiler test-set models; MAPE on theirs, per device and type."""
     from perfcast.data.store import Dataset
-    from perfcast.layerwise import Layer, LayerwiseModel
-    from perfcast.layerwise.layer import FEATURES
+    from perfcast.eval.metrics import mape
+    from perfcast.layerwise import LayerwiseModel
+    from perfcast.layerwise.table import layers_of_rows
 
     nets = Dataset(data_dir).read("networks", ["network", "workload_key"]).to_pydict()
     keys = {k for n, k in zip(nets["network"], nets["workload_key"]) if n.startswith(UNSEEN)}
@@ -106,9 +102,8 @@ def unseen_models(data_dir, table) -> list[dict]:
     for (dev, lt), g in table[test].groupby(["device", "layer_type"]):
         if not model.covers(dev, lt):
             continue
-        layers = [Layer(lt, *(int(v) for v in r)) for r in g[list(FEATURES[:15])].to_numpy()]
-        p, y = model.predict(dev, layers), g.latency_s.to_numpy()
-        out.append({"device": dev, "layer_type": lt, "test_rows": len(g), "mape": float(np.mean(np.abs(p - y) / y)),
+        out.append({"device": dev, "layer_type": lt, "test_rows": len(g),
+                    "mape": mape(g.latency_s.to_numpy(), model.predict(dev, layers_of_rows(g))),
                     "layers": sorted(g.name)})
     return out
 

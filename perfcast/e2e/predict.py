@@ -114,11 +114,9 @@ def _layerwise(per_call: dict, source: dict, programs: dict, order: list, spec, 
 
     lw = LayerwiseModel.load(path or bundled_layerwise_dir())
     dkey = device_key(spec)
+    lw.check_device(dkey)
     layers = {k: layer_of_tir(main_func(programs[k])) for k in order}
-    keys = [k for k in order if layers[k] is not None and lw.covers(dkey, layers[k].layer_type)] \
-        if dkey in lw.devices() else None
-    if keys is None:
-        lw.predict(dkey, [])  # raises: the model has no data of this device, and says how to get it
+    keys = [k for k in order if layers[k] is not None and lw.covers(dkey, layers[k].layer_type)]
     for k, p in zip(keys, lw.predict(dkey, [layers[k] for k in keys])):
         per_call[k], source[k] = float(p), "layerwise"
     info = {"model": str(path or "bundled"), "device": dkey}

@@ -17,18 +17,14 @@ import numpy as np
 
 from .. import __version__
 from ..errors import PerfcastError
+from ..eval.metrics import mape
 from .base import list_families, make_regressor
 from .layer import FEATURES, Layer, features
-from .table import METRICS
+from .table import METRICS, layers_of_rows
 
 MODEL_FILE = "layerwise.json"
 TABLE_FILE = "table.parquet"
 FORMAT = 1
-
-
-def mape(y, p) -> float:
-    y, p = np.asarray(y, float), np.asarray(p, float)
-    return float(np.mean(np.abs(p - y) / y))
 
 
 class LayerwiseModel:
@@ -98,6 +94,14 @@ class LayerwiseModel:
         self._check()
         return sorted({d for d, _, _ in self.estimators_})
 
+    def check_device(self, device: str) -> None:
+        """Raise a one-line error naming the commands that add `device` when the model has no data of it."""
+        if device not in self.devices():
+            raise PerfcastError(f"the layerwise model has no data of device {device!r} (it has "
+                                f"{', '.join(self.devices())}); collect layers on it with `perfcast collect "
+                                "--network layers:CONFIGS.json@200 --programs-per-task 1 --device D --out DIR` "
+                                "and train with `perfcast layerwise train --data DIR`")
+
     def covers(self, device: str, layer_type: str, metric: str = "latency_s") -> bool:
         self._check()
         return (device, layer_type, metric) in self.estimators_
@@ -110,11 +114,7 @@ class LayerwiseModel:
             return self.predict(device, layers, "latency_s") * self.predict(device, layers, "power_w")
         if metric not in METRICS:
             raise PerfcastError(f"unknown metric {metric!r}; known: {', '.join(METRICS + ('energy_j',))}")
-        if device not in self.devices():
-            raise PerfcastError(f"the layerwise model has no data of device {device!r} (it has "
-                                f"{', '.join(self.devices())}); collect layers on it with `perfcast collect "
-                                "--network layers:CONFIGS.json@200 --programs-per-task 1 --device D --out DIR` "
-                                "and train with `perfcast layerwise train --data DIR`")
+        self.check_device(device)
         out = np.full(len(layers), np.nan)
         by_type: dict[str, list[int]] = {}
         for i, layer in enumerate(layers):
@@ -186,7 +186,7 @@ def holdout_eval(table, model_params: dict | None = None, test_frac: float = 0.2
     out = []
     held = table[test]
     for (dev, lt), g in held.groupby(["device", "layer_type"], sort=True):
-        layers = [Layer(lt, *(int(v) for v in r)) for r in g[list(FEATURES[:15])].to_numpy()]
+        layers = layers_of_rows(g)
         for metric in (*METRICS, "energy_j"):
             y = g["latency_s"] * g["power_w"] if metric == "energy_j" else g[metric]
             ok = (y.notna() & (y > 0)).to_numpy()

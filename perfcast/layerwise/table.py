@@ -113,6 +113,12 @@ def table_from_csv(path) -> "pd.DataFrame":
     return _frame(rows)
 
 
+def layers_of_rows(rows) -> list[Layer]:
+    """The `Layer` of each row of a training table (its type and the 15 integer features after it)."""
+    n = len(FEATURES) - 5  # the integer fields of Layer; the last 5 features are derived from them
+    return [Layer(lt, *(int(v) for v in r)) for lt, r in zip(rows.layer_type, rows[list(FEATURES[:n])].to_numpy())]
+
+
 def load_table(source, exclude_networks=None) -> "pd.DataFrame":
     """A dataset directory, a TVM_Profiling_Dataset-style CSV, or a table Parquet file written by `save_table`."""
     p = Path(source)
