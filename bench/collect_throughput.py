@@ -1,8 +1,10 @@
 """Collection throughput: programs measured per minute for the ResNet-50 3x3 conv task (64 ch, 56x56) on this
-machine, through the real collector with isolation on (each program built and timed in the worker process),
-and, as the in-process baseline in the same run, the same programs built and timed without isolation.
+machine, through the real collector with isolation on (programs built in parallel worker processes, one per
+CPU, and timed one at a time), and, as the in-process baseline in the same run, the same kind of programs built
+and timed one after another in this process (what a plain loop over TVM gets). With --mixed-tasks N, also the
+collector's rate over the first N tasks of resnet18 (4 programs each: small and large kernels mixed).
 
-    python bench/collect_throughput.py [--programs 60] [--device local]
+    python bench/collect_throughput.py [--programs 60] [--device local] [--mixed-tasks 15]
 
 Prints one line per mode and the ratio. Keep the machine quiet while it runs (the collector pauses if not).
 """
@@ -21,6 +23,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--programs", type=int, default=60)
     ap.add_argument("--device", default="local")
+    ap.add_argument("--mixed-tasks", type=int, default=15, help="0 skips the mixed-task run")
     a = ap.parse_args()
 
     import tvm
@@ -38,8 +41,14 @@ def main() -> None:
         res = collect(CollectConfig(networks=("resnet50",), device=a.device, programs_per_task=a.programs,
                                     only_tasks=(TASK,)), out, log=lambda m: None, progress=False)
         iso = 60 * res.measured / res.seconds
-        print(f"isolated (collector): {res.measured} programs in {res.seconds:.1f} s = {iso:.0f} programs/min "
-              f"(statuses {dict(res.by_status)}, load pauses {res.pauses})")
+        print(f"isolated (collector, {_workers()} build workers): {res.measured} programs in {res.seconds:.1f} s "
+              f"= {iso:.0f} programs/min (statuses {dict(res.by_status)}, load pauses {res.pauses})")
+    if a.mixed_tasks:
+        with tempfile.TemporaryDirectory() as out:
+            res = collect(CollectConfig(networks=("resnet18",), device=a.device, programs_per_task=4,
+                                        max_tasks=a.mixed_tasks), out, log=lambda m: None, progress=False)
+            print(f"mixed tasks (resnet18, first {res.tasks}): {res.measured} programs in {res.seconds:.1f} s = "
+                  f"{60 * res.measured / res.seconds:.0f} programs/min (load pauses {res.pauses})")
 
     # in-process baseline: same task, same kind of programs, same timing protocol, no worker process
     nt = extract("resnet50", spec.target())
@@ -64,6 +73,13 @@ def main() -> None:
     base = 60 * n / (time.time() - t0)
     print(f"in-process baseline: {n} programs = {base:.0f} programs/min")
     print(f"programs_per_minute_isolated={iso:.0f} ratio_vs_in_process={iso / base:.2f} (target >= 120/min)")
+
+
+def _workers() -> int:
+    from perfcast.collect.collector import build_workers
+    from perfcast.collect.load import own_cpus
+
+    return build_workers(own_cpus())
 
 
 if __name__ == "__main__":

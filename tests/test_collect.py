@@ -73,6 +73,38 @@ def test_worker_survives_crash_and_hang(matmul64, target_json):
         assert runner.restarts == 2
 
 
+def test_parallel_builds_time_one_program_at_a_time(matmul64, target_json):
+    """Two workers build a batch at once; a crash or a hang in one slot leaves the other slot's result intact,
+    results come back in input order, and `quiet` sees every timing (and may ask for it again)."""
+    import tvm
+
+    cfg = MeasureConfig(repeats=3, min_repeat_s=0.001, run_timeout_s=3, build_timeout_s=60)
+    good = tvm.ir.save_json(matmul64)
+    calls = []
+
+    def quiet(measure_all):  # like the collector's load check: the first batch is "loaded" once
+        rs = measure_all()
+        calls.append([r["status"] for r in rs])
+        return measure_all() if len(calls) == 1 else rs
+
+    with IsolatedRunner(1, cfg, workers=2) as runner:
+        assert runner.slots == 2
+        crashed, ok = runner.run_batch([tvm.ir.save_json(_crash_mod()), good], target_json, quiet)
+        assert crashed["status"] == "run_error" and "crashed the worker" in crashed["error"]
+        assert ok["status"] == "ok" and 1e-6 < ok["latency_s"] < 1e-3
+        assert calls == [["run_error", "ok"]]  # the repeat timed only the program that ran, not the crash
+        ok2, hung = runner.run_batch([good, tvm.ir.save_json(_hang_mod())], target_json, quiet)
+        assert ok2["status"] == "ok" and hung["status"] == "timeout" and "exceeded 3 s" in hung["error"]
+        assert calls[1] == ["ok", "timeout"]
+        assert runner.restarts == 2
+        # same program, two timings in different workers: the same latency within the timer's noise
+        a, b = runner.run_batch([good, good], target_json)
+        assert a["status"] == b["status"] == "ok"
+        assert abs(a["latency_s"] / b["latency_s"] - 1) < 0.5
+        with pytest.raises(ValueError, match="3 programs for 2 workers"):
+            runner.run_batch([good] * 3, target_json)
+
+
 def test_build_error_is_a_record_not_a_crash(target_json):
     import tvm
     from tvm.script import tirx as T

@@ -7,14 +7,22 @@ perfcast.data.schema.STATUSES, `error`, `build_s`, and on success the fields of 
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Callable, Protocol
 
 
 class Runner(Protocol):
     restarts: int
+    slots: int  # how many programs one `run_batch` call takes
+
+    def start(self) -> None:
+        """Get ready to measure (start worker processes) before the first program."""
 
     def run(self, mod_json: str, target_json: str) -> dict:
         """Build `tvm.ir.save_json(IRModule)` for the target and time it; never raises for a bad program."""
+
+    def run_batch(self, mod_jsons: list[str], target_json: str,
+                  quiet: Callable[[Callable[[], list[dict]]], list[dict]] | None = None) -> list[dict]:
+        """Build and time up to `slots` programs (results in order); `quiet(measure_all)` wraps the timings."""
 
     def close(self) -> None:
         """Release the worker process or remote session."""

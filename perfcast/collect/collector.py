@@ -12,6 +12,7 @@ import datetime as _dt
 import hashlib
 import json
 import math
+import os
 import platform
 import time
 from collections import Counter, defaultdict
@@ -32,6 +33,7 @@ from .tasks import Task, extract, network_label, network_rows, task_from_record,
 
 PASSES = (10, 30, 60)
 FLUSH_EVERY = 500
+MAX_BUILDERS = 8  # worker processes (~0.4 GB each) building programs in parallel
 
 
 @dataclass(frozen=True)
@@ -107,14 +109,20 @@ def _load_tasks(ds: Dataset, cfg: CollectConfig, target, log) -> tuple[dict[str,
     return tasks, nets_of
 
 
-def _make_runner(spec: DeviceSpec, mcfg: MeasureConfig) -> Runner:
+def _make_runner(spec: DeviceSpec, mcfg: MeasureConfig, cpus: frozenset[int] | None) -> Runner:
     if spec.rpc_key:
         from .rpc import RPCRunner
 
         return RPCRunner(spec, mcfg)
     from .worker import IsolatedRunner
 
-    return IsolatedRunner(spec.threads, mcfg)
+    return IsolatedRunner(spec.threads, mcfg, workers=build_workers(cpus))
+
+
+def build_workers(cpus: frozenset[int] | None) -> int:
+    """One worker per CPU this process may use: building is single-threaded, timing is never concurrent."""
+    usable = len(cpus) if cpus is not None else (os.cpu_count() or 1)
+    return max(1, min(usable, MAX_BUILDERS))
 
 
 def collect(cfg: CollectConfig, out: str, log: Callable[[str], None] = print, progress: bool = True) \
@@ -138,7 +146,9 @@ def collect(cfg: CollectConfig, out: str, log: Callable[[str], None] = print, pr
         log(f"recovered {res.recovered} records from an interrupted run")
     tasks, nets_of = _load_tasks(ds, cfg, target, log)
     res.tasks = len(tasks)
-    t_start = time.time()  # measuring time only (task extraction is logged on its own)
+    runner = _make_runner(spec, cfg.measure, cpus)
+    runner.start()
+    t_start = time.time()  # measuring time only (task extraction and starting the workers are set-up)
 
     # a program is measured once per device *and machine*: `local` on another CPU is another device (device_key)
     dkey = device_key(spec)
@@ -158,7 +168,18 @@ def collect(cfg: CollectConfig, out: str, log: Callable[[str], None] = print, pr
         info["cpu_probe"] = {k: v for k, v in probe().items() if k != "flags"} | {"flags": " ".join(probe()["flags"])}
     info_path = ds.write_collection_info({**info, "status": "running"})
     monitor = LoadMonitor(enabled=cfg.check_load)
-    runner = _make_runner(spec, cfg.measure)
+
+    def quiet(measure_all: Callable[[], list[dict]]) -> list[dict]:
+        """Time a batch of built programs; when other processes loaded the CPU meanwhile, wait for quiet and time
+        them again."""
+        while True:
+            monitor.mark()
+            rs = measure_all()
+            if not any(r["status"] == "ok" for r in rs) or not monitor.was_loaded():
+                return rs
+            res.pauses += 1
+            monitor.wait_until_quiet(lambda m: bar.console.print(f"[yellow]warning:[/] {m}"))
+
     _stop_on_sigterm()
     journal = ds.journal()
     spec_json, target_json = spec.to_json(), spec.target_json
@@ -187,31 +208,30 @@ def collect(cfg: CollectConfig, out: str, log: Callable[[str], None] = print, pr
                     if key not in streams:
                         streams[key] = _programs(task, target, cfg.seed)
                     programs = streams[key]
-                    for prog in programs:
-                        if need <= 0:
-                            break
-                        rid = record_id(key, dkey, prog.program_hash)
-                        if (key, prog.program_hash) in have:
-                            res.skipped_existing += 1
-                            continue
-                        mod_json = tvm.ir.save_json(prog.mod)
-                        while True:
-                            monitor.mark()
-                            r = runner.run(mod_json, target_json)
-                            if r["status"] == "timeout" or not monitor.was_loaded():
+                    while need > 0:
+                        # up to `slots` new programs of this task: built in parallel, timed one by one
+                        batch = []
+                        for prog in programs:
+                            if (key, prog.program_hash) in have:
+                                res.skipped_existing += 1
+                                continue
+                            batch.append(prog)
+                            if len(batch) >= min(need, runner.slots):
                                 break
-                            res.pauses += 1
-                            monitor.wait_until_quiet(lambda m: bar.console.print(f"[yellow]warning:[/] {m}"))
-                        rec = _record(rid, key, task, prog, spec, spec_json, target_json, nets_of[key], r,
-                                      tvm_version)
-                        journal.append(rec)
-                        have.add((key, prog.program_hash))
-                        count[key] += 1
-                        need -= 1
-                        res.measured += 1
-                        res.by_status[rec.status] += 1
+                        if not batch:
+                            break
+                        results = runner.run_batch([tvm.ir.save_json(p.mod) for p in batch], target_json, quiet)
+                        for prog, r in zip(batch, results):
+                            rec = _record(record_id(key, dkey, prog.program_hash), key, task, prog, spec,
+                                          spec_json, target_json, nets_of[key], r, tvm_version)
+                            journal.append(rec)
+                            have.add((key, prog.program_hash))
+                            count[key] += 1
+                            need -= 1
+                            res.measured += 1
+                            res.by_status[rec.status] += 1
                         el = max(time.time() - t_start, 1e-9)
-                        bar.update(bar_task, advance=1, rate=60.0 * res.measured / el)
+                        bar.update(bar_task, advance=len(batch), rate=60.0 * res.measured / el)
                         if len(journal.pending) >= FLUSH_EVERY:
                             journal.flush_to_parquet()
                     # the task's space is exhausted short of the goal: no later pass will find more

@@ -144,6 +144,15 @@ class RPCRunner:
         kind = target.kind.name
         return remote.cpu(0) if kind in ("llvm", "c") else remote.device(kind, 0)
 
+    def start(self) -> None:
+        """Nothing to start ahead: the session opens on the first program."""
+
+    slots = 1  # one program at a time: the build happens here, the timing on the remote device
+
+    def run_batch(self, mod_jsons: list[str], target_json: str, quiet=None) -> list[dict]:
+        """`run` for each program (the remote device's load is not this machine's: `quiet` is not used)."""
+        return [self.run(mj, target_json) for mj in mod_jsons]
+
     def run(self, mod_json: str, target_json: str) -> dict:
         """Build and time one program; always returns a result dict with a status (see module docstring)."""
         import tvm
