@@ -107,6 +107,29 @@ def test_inverse_torch_equals_inverse(kind):
     assert back.range_s_ == pytest.approx(t.range_s_)
 
 
+@pytest.mark.parametrize("kind", ["boxcox", "log"])
+def test_inverse_torch_has_finite_gradients_far_outside_the_data(kind):
+    """A diverging prediction (z = 1e4) must not overflow to inf (NaN gradients): log-latency is capped at the
+    largest latency `inverse` returns, and the gradient there is zero."""
+    import torch
+
+    t = TargetTransform(kind).fit(LAT)
+    z = torch.tensor([1e4, 0.5], dtype=torch.float32, requires_grad=True)
+    u = t.inverse_torch(z)
+    assert float(u[0]) == pytest.approx(LAT.max() * 100, rel=1e-4)
+    u.sum().backward()
+    assert torch.isfinite(z.grad).all() and float(z.grad[0]) == 0.0 and float(z.grad[1]) > 0
+
+
+def test_standardizer_treats_jitter_as_constant():
+    from perfcast.models._torch import Standardizer
+
+    # col 0: one CPU's clock probed twice (jitter), col 1: a real spread, col 2: constant zero
+    s = Standardizer().fit(np.array([[11.0, 1.0, 0.0], [11.0 + 2e-6, 3.0, 0.0]]))
+    np.testing.assert_allclose(s.std_, [11.000001, 1.0, 1.0], rtol=1e-9)
+    np.testing.assert_allclose(s(np.array([[22.000001, 2.0, 5.0]])), [[1.0, 0.0, 5.0]], rtol=1e-6)
+
+
 def test_boxcox_and_yeo_johnson_lambda_is_scipy_mle(mlp_data):
     for u in (LAT * 1e6, mlp_data[2] * 1e6):  # the transforms act on microseconds
         _, lam = stats.boxcox(u)

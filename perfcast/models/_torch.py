@@ -42,13 +42,16 @@ def cmd(a, b, moments: int = 5):
 class Standardizer:
     """Column-wise (x - mean) / std fitted on training rows. A column constant in training (e.g. every device
     feature when the training data holds one device) is scaled by max(|mean|, 1) instead, so that an unseen value
-    (another device's vector width) lands at a relative distance, not at hundreds of standard deviations."""
+    (another device's vector width) lands at a relative distance, not at hundreds of standard deviations. "Constant"
+    includes jitter: a spread below 1e-3 of the column's magnitude (one CPU probed in two sessions, 2,445.1 vs
+    2,445.3 MHz) would otherwise put another CPU millions of "standard deviations" away."""
 
     def fit(self, rows: np.ndarray) -> "Standardizer":
         rows = np.asarray(rows, np.float64)
         self.mean_ = rows.mean(axis=0) if len(rows) else np.zeros(rows.shape[1])
         std = rows.std(axis=0) if len(rows) else np.ones(rows.shape[1])
-        self.std_ = np.where(std > 1e-8, std, np.maximum(np.abs(self.mean_), 1.0))
+        scale = np.maximum(np.abs(self.mean_), 1.0)
+        self.std_ = np.where(std > 1e-3 * scale, std, scale)
         return self
 
     def __call__(self, x: np.ndarray) -> np.ndarray:

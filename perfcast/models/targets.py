@@ -8,6 +8,8 @@ fit nothing. `inverse_torch` is the differentiable inverse a relative-error loss
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..errors import UnknownNameError
@@ -76,10 +78,16 @@ class TargetTransform:
 
         t = z * self.std_ + self.mean_
         lam = self.lambda_
+        # log(u) is capped at the largest latency `inverse` returns (100x the training maximum): beyond it exp()
+        # overflows float32, and inf in the forward pass is NaN in the backward pass (a diverging fine-tuning step)
+        r = getattr(self, "range_s_", None)
+        cap = math.log(r[1] * US) if r is not None else 80.0
+        exp = lambda v: torch.exp(torch.clamp(v, max=cap))  # noqa: E731
         if self.kind == "boxcox":
-            u = torch.exp(t) if lam == 0 else torch.exp(torch.log1p(torch.clamp(lam * t, min=-1 + 1e-6)) / lam)
+            u = exp(t) if lam == 0 else exp(torch.log1p(torch.clamp(lam * t, min=-1 + 1e-6)) / lam)
         elif self.kind == "yeo-johnson":
-            u = torch.expm1(t) if lam == 0 else torch.exp(torch.log1p(torch.clamp(lam * t, min=-1 + 1e-6)) / lam) - 1
+            u = torch.expm1(torch.clamp(t, max=cap)) if lam == 0 \
+                else exp(torch.log1p(torch.clamp(lam * t, min=-1 + 1e-6)) / lam) - 1
         elif self.kind == "quantile":
             q = torch.as_tensor(self.quantiles_, dtype=t.dtype)
             r = torch.as_tensor(self.references_, dtype=t.dtype)
@@ -88,7 +96,7 @@ class TargetTransform:
             w = (tc - r[i - 1]) / torch.clamp(r[i] - r[i - 1], min=1e-12)
             u = q[i - 1] + w * (q[i] - q[i - 1])
         elif self.kind == "log":
-            u = torch.exp(t)
+            u = exp(t)
         else:
             u = t
         return torch.clamp(u, min=1e-6) / US  # at least 1 ps: a relative error needs a positive prediction
