@@ -146,9 +146,7 @@ def collect(cfg: CollectConfig, out: str, log: Callable[[str], None] = print, pr
         log(f"recovered {res.recovered} records from an interrupted run")
     tasks, nets_of = _load_tasks(ds, cfg, target, log)
     res.tasks = len(tasks)
-    runner = _make_runner(spec, cfg.measure, cpus)
-    runner.start()
-    t_start = time.time()  # measuring time only (task extraction and starting the workers are set-up)
+    runner = _make_runner(spec, cfg.measure, cpus)  # before anything is written: an unreachable tracker fails here
 
     # a program is measured once per device *and machine*: `local` on another CPU is another device (device_key)
     dkey = device_key(spec)
@@ -192,7 +190,10 @@ def collect(cfg: CollectConfig, out: str, log: Callable[[str], None] = print, pr
                    TextColumn("{task.fields[rate]:.0f}/min"), TimeElapsedColumn(), TextColumn("ETA"),
                    TimeRemainingColumn(), disable=not progress, transient=False)
     completed = False
+    t_start = time.time()
     try:
+        runner.start()
+        t_start = time.time()  # measuring time only (task extraction and starting the workers are set-up)
         with bar:
             bar_task = bar.add_task("collecting", total=todo, rate=0.0)
             exhausted: set[str] = set()

@@ -23,8 +23,8 @@ class MeasureConfig:
     max_number: int = 10_000
     max_cv: float = 0.05  # re-measure once (with twice the repeats) when std/mean exceeds this
     # TVM_THREAD_POOL_SPIN_COUNT of a local worker (None: TVM's 300000, ~0.2 s of spinning after each parallel
-    # kernel). 30000 (~20 ms) still spans the gaps between timed calls: on 38 ResNet-50 programs the medians
-    # moved by 0.9 % (median |diff|, mean 0.0 %), as much as two runs with the same setting differ.
+    # kernel). 30000 (~20 ms) still spans the gaps between timed calls: `python bench/spin_count.py` on 38
+    # ResNet-50 programs moved the medians by 0.76 % (median |diff|), less than two runs with TVM's setting (1.24 %).
     spin_count: int | None = 30_000
     build_timeout_s: float = 60.0
     run_timeout_s: float = 60.0

@@ -51,6 +51,8 @@ def tracker_address(spec: DeviceSpec) -> tuple[str, int]:
 class RPCRunner:
     """Builds programs locally and times them on an RPC server requested from a tracker."""
 
+    slots = 1  # one program at a time: the build happens here, the timing on the remote device
+
     def __init__(self, spec: DeviceSpec, config: MeasureConfig | None = None, rotate_s: float = 60.0,
                  server_wait_s: float = 20.0):
         if not spec.rpc_key:
@@ -146,8 +148,6 @@ class RPCRunner:
 
     def start(self) -> None:
         """Nothing to start ahead: the session opens on the first program."""
-
-    slots = 1  # one program at a time: the build happens here, the timing on the remote device
 
     def run_batch(self, mod_jsons: list[str], target_json: str, quiet=None) -> list[dict]:
         """`run` for each program (the remote device's load is not this machine's: `quiet` is not used)."""

@@ -45,7 +45,6 @@ def _serve(rfd: int, wfd: int) -> None:
             req = json.loads(conn_in.recv_bytes())
         except EOFError:
             return
-        cfg = MeasureConfig(**req["config"])
         if req["op"] == "build":
             lib = f = None
             t0 = time.perf_counter()
@@ -70,9 +69,9 @@ def _serve(rfd: int, wfd: int) -> None:
             if sig != cached_sig:
                 cached_sig, cached_args = sig, None
                 cached_args = make_args(shapes, dev)
-            args, lib_ = cached_args, lib
-            res = time_function(lambda n, r: lib_.time_evaluator("main", dev, number=n, repeat=r)(*args).results,
-                                lambda: f(*args), cfg)
+            args = cached_args
+            res = time_function(lambda n, r: lib.time_evaluator("main", dev, number=n, repeat=r)(*args).results,
+                                lambda: f(*args), MeasureConfig(**req["config"]))
             out = {"kind": "result", "status": "ok", "error": "", "build_s": build_s, **res}
         except Exception as e:  # noqa: BLE001
             out = {"kind": "result", "status": "run_error", "error": _short(e), "build_s": build_s}
@@ -181,7 +180,7 @@ class _Worker:
         if op == "build":  # the stderr of one program: its build and its run
             self._stderr.seek(0)
             self._stderr.truncate()
-        self._send.send_bytes(json.dumps({"op": op, "config": asdict(self.config), **fields}).encode())
+        self._send.send_bytes(json.dumps({"op": op, **fields}).encode())
 
     def _fail(self, status: str, error: str, build_s: float) -> dict:
         self._kill()
@@ -216,7 +215,7 @@ class _Worker:
     def measure(self, settle: bool = False) -> dict:
         """Time the built program; with `settle` the answer waits until the worker's threads are idle."""
         cfg = self.config
-        self._request("measure", settle=settle)
+        self._request("measure", settle=settle, config=asdict(cfg))
         msg = self._read(cfg.run_timeout_s)
         if msg is None:
             return self._fail("timeout", f"run exceeded {cfg.run_timeout_s:.0f} s", self._build_s)
