@@ -99,6 +99,30 @@ def test_every_method_fits_the_target_and_leaves_the_base_alone(method, two_cpus
     np.testing.assert_allclose(load_model(tmp_path / "m").predict(X.take(tgt)), m.predict(X.take(tgt)), rtol=1e-5)
 
 
+def test_an_ensemble_adapts_each_member(two_cpus, tmp_path):
+    """Adapting an ensemble (cdmpp + an mlp regressing latency per unit of work) = adapting each member alone."""
+    from perfcast.models import get_model, load_model
+
+    base, X, y, src, tgt = two_cpus
+    ens = get_model("ensemble", threads=1, members=[["cdmpp", SMALL_CDMPP],
+                                                    ["mlp", dict(epochs=30, hidden=32, target_scale="work")]])
+    ens.fit(X.take(src), y[src])
+    before = ens.predict(X.take(tgt))
+    meth = lambda: get_method("finetune", epochs=20, val_frac=0.0, seed=0)  # noqa: E731
+    m = meth().adapt(ens, X.take(tgt), y[tgt])
+    alone = [meth().adapt(mm, X.take(tgt), y[tgt]).predict(X.take(tgt)) for mm in ens.members_]
+    np.testing.assert_allclose(m.predict(X.take(tgt)), np.sqrt(alone[0] * alone[1]), rtol=1e-5)
+    np.testing.assert_array_equal(ens.predict(X.take(tgt)), before)  # the base ensemble is untouched
+    err0, err1 = (np.mean(np.abs(p - y[tgt]) / y[tgt]) for p in (before, m.predict(X.take(tgt))))
+    assert err1 < 0.7 * err0, (err0, err1)
+    # the work-scaled member learned latency per unit of work: its own error fell too
+    e_mlp0 = np.mean(np.abs(ens.members_[1].predict(X.take(tgt)) - y[tgt]) / y[tgt])
+    assert np.mean(np.abs(alone[1] - y[tgt]) / y[tgt]) < 0.8 * e_mlp0, e_mlp0
+    assert m.adapt_info_["method"] == "finetune" and len(m.adapt_info_["members"]) == 2
+    m.save(tmp_path / "ens")
+    np.testing.assert_allclose(load_model(tmp_path / "ens").predict(X.take(tgt)), m.predict(X.take(tgt)), rtol=1e-5)
+
+
 def test_lottery_updates_only_the_transferable_half(two_cpus):
     base, X, y, src, tgt = two_cpus
     meth = get_method("lottery", epochs=1, val_frac=0.0, seed=0, decay=0.0)
@@ -125,7 +149,7 @@ def test_methods_need_a_neural_model_and_target_data(two_cpus):
 
     base, X, y, src, tgt = two_cpus
     xgb = get_model("xgb", n_estimators=5, threads=1).fit(X.take(src), y[src])
-    with pytest.raises(PerfcastError, match="adapts the neural cost models .* the base model is 'xgb'"):
+    with pytest.raises(PerfcastError, match="adapts the neural cost models .* the model is 'xgb'"):
         get_method("finetune").adapt(xgb, X.take(tgt), y[tgt])
     with pytest.raises(PerfcastError, match="no measured target programs"):
         get_method("finetune").adapt(base, X.take([]), np.zeros(0))

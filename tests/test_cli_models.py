@@ -38,7 +38,7 @@ def test_model_commands_have_help_with_an_example(cmd):
 
 def test_unknown_model_is_one_line(tmp_path):
     line = _one_line_error(_cli("train", "--model", "nosuch", "--out", str(tmp_path / "m")))
-    assert line == "error: unknown model 'nosuch'; known: cdmpp, lgbm, mlp, xgb"
+    assert line == "error: unknown model 'nosuch'; known: cdmpp, ensemble, lgbm, mlp, xgb"
     assert not (tmp_path / "m").exists()
 
 

@@ -27,6 +27,8 @@ SMALL = {
     "xgb": dict(n_estimators=20, threads=1),
     "lgbm": dict(n_estimators=20, threads=1),
 }
+SMALL["ensemble"] = dict(members=[["cdmpp", SMALL["cdmpp"]], ["mlp", {**SMALL["mlp"], "target_scale": "work"}]],
+                         threads=1)
 CDMPP = dict(SMALL["cdmpp"], epochs=6)
 
 
@@ -213,11 +215,11 @@ def test_unknown_loss_lists_known(none_transform):
 
 # --------------------------------------------------------------------------------------------- contract, every model
 def test_small_params_cover_every_registered_model():
-    assert sorted(SMALL) == list_models() == ["cdmpp", "lgbm", "mlp", "xgb"]
+    assert sorted(SMALL) == list_models() == ["cdmpp", "ensemble", "lgbm", "mlp", "xgb"]
 
 
 def test_unknown_model_and_parameter():
-    with pytest.raises(UnknownNameError, match=r"unknown model 'nosuch'; known: cdmpp, lgbm, mlp, xgb"):
+    with pytest.raises(UnknownNameError, match=r"unknown model 'nosuch'; known: cdmpp, ensemble, lgbm, mlp, xgb"):
         get_model("nosuch")
     for name in list_models():
         with pytest.raises(PerfcastError, match=rf"unknown parameter\(s\) \['bogus'\] for model '{name}'; known: "):
@@ -261,6 +263,65 @@ def test_model_contract(name, mlp_data, tmp_path):
     assert type(m2) is type(m) and m2.get_params() == m.get_params() and m2.n_train_ == len(tr)
     np.testing.assert_allclose(m2.predict(X), pred, rtol=1e-5)
     np.testing.assert_allclose(m2.predict(X.take([5, 0])), pred[[5, 0]], rtol=1e-5)  # rows are independent
+
+
+# ------------------------------------------------------------------------------------------- target scale, ensemble
+def test_work_scale_is_one_plus_flops_and_bytes():
+    from perfcast.models.targets import target_scale
+
+    # analytic columns hold log2(1 + x): flops 3, bytes read 7, bytes written 1 -> 1 + 11; then 0, 0, 0 -> 1
+    an = np.zeros((2, 11), np.float32)
+    an[0, :3] = np.log2(1 + np.array([3.0, 7.0, 1.0]))
+    X = _Rows(an)
+    np.testing.assert_allclose(target_scale("work", X), [12.0, 1.0], rtol=1e-6)
+    np.testing.assert_array_equal(target_scale("none", X), [1.0, 1.0])
+    with pytest.raises(UnknownNameError, match="unknown target scale 'flops'; known: none, work"):
+        target_scale("flops", X)
+
+
+class _Rows:
+    def __init__(self, analytic):
+        self.analytic = analytic
+
+    def __len__(self):
+        return len(self.analytic)
+
+
+def test_work_scaled_model_is_the_plain_model_on_latency_per_work(mlp_data):
+    """lgbm with target_scale=work equals lgbm fitted on latency / work, its predictions multiplied by work."""
+    from perfcast.models.targets import target_scale
+
+    _, X, y, tr, va = mlp_data
+    s = target_scale("work", X)
+    assert s.min() > 1e4  # the mlp's dense layers do real work: the scale is not the identity
+    scaled = get_model("lgbm", **SMALL["lgbm"], target_scale="work").fit(X.take(tr), y[tr], X.take(va), y[va])
+    plain = get_model("lgbm", **SMALL["lgbm"]).fit(X.take(tr), y[tr] / s[tr], X.take(va), y[va] / s[va])
+    np.testing.assert_allclose(scaled.predict(X), plain.predict(X) * s, rtol=1e-9)
+    assert not np.allclose(scaled.predict(X), plain.predict(X))
+
+
+def test_ensemble_is_the_geometric_mean_of_its_members(mlp_data):
+    _, X, y, tr, va = mlp_data
+    ens = get_model("ensemble", **SMALL["ensemble"]).fit(X.take(tr), y[tr], X.take(va), y[va])
+    # the members, trained on their own with the same parameters and seed, are the independent reference
+    a = get_model("cdmpp", **SMALL["cdmpp"], seed=0).fit(X.take(tr), y[tr], X.take(va), y[va]).predict(X)
+    b = get_model("mlp", **SMALL["mlp"], target_scale="work", seed=0).fit(X.take(tr), y[tr], X.take(va),
+                                                                         y[va]).predict(X)
+    np.testing.assert_allclose(ens.predict(X), np.sqrt(a * b), rtol=1e-5)
+    assert [m.name for m in ens.members_] == ["cdmpp", "mlp"]
+    assert ens.latent(X).shape == (len(y), SMALL["cdmpp"]["z_dim"] + ens.members_[1].latent(X.take([0])).shape[1])
+
+
+@pytest.mark.parametrize("members, message", [
+    ("cdmpp", r"ensemble members \[\['cdmpp', \{\}\]\] must list at least two models"),
+    ([["cdmpp", {}], ["nosuch", {}]], r"ensemble member 'nosuch' is not a model; known: cdmpp, lgbm, mlp, xgb"),
+    ([["cdmpp", {}], ["ensemble", {}]], r"ensemble member 'ensemble' is not a model"),
+    ([["cdmpp", {}], "mlp"], r"ensemble member 'mlp' is not a \[model name, \{parameters\}\] pair; e\.g\. --param"),
+])
+def test_ensemble_member_errors(members, message, mlp_data):
+    _, X, y, tr, _ = mlp_data
+    with pytest.raises(PerfcastError, match=message):
+        get_model("ensemble", members=members).fit(X.take(tr), y[tr])
 
 
 # ---------------------------------------------------------------------------------------------------- accuracy
@@ -421,7 +482,7 @@ def test_train_checks_model_before_loading_data(tmp_path):
     from perfcast.eval.workflow import train
 
     missing = tmp_path / "no-such-dataset"  # would fail with "does not exist" if it were read first
-    with pytest.raises(UnknownNameError, match=r"unknown model 'nosuch'; known: cdmpp, lgbm, mlp, xgb"):
+    with pytest.raises(UnknownNameError, match=r"unknown model 'nosuch'; known: cdmpp, ensemble, lgbm, mlp, xgb"):
         train(data=missing, model="nosuch")
     with pytest.raises(PerfcastError, match=r"unknown parameter\(s\) \['depth'\] for model 'xgb'"):
         train(data=missing, model="xgb", params={"depth": 3})

@@ -44,9 +44,15 @@ class FineTune(Method):
     def check_model(self, model) -> None:
         from ..models._torch import TorchCostModel
 
+        members = getattr(model, "members_", None)  # an ensemble: every member is adapted
+        if members is not None:
+            for mm in members:
+                self.check_model(mm)
+            return
         if not isinstance(model, TorchCostModel):
-            raise PerfcastError(f"adaptation method {self.name!r} adapts the neural cost models (cdmpp, mlp); "
-                                f"the base model is {model.name!r}: pass --model a cdmpp or mlp model directory")
+            raise PerfcastError(f"adaptation method {self.name!r} adapts the neural cost models (cdmpp, mlp and "
+                                f"ensembles of them); the model is {model.name!r}: pass --model a cdmpp, mlp or "
+                                "ensemble model directory")
 
     # ---- the loop ----------------------------------------------------------------------------------------------
     def adapt(self, model, X_tgt, y_tgt, X_src=None, y_src=None):
@@ -57,6 +63,11 @@ class FineTune(Method):
         from ..models.losses import make_loss
 
         self.check_model(model)
+        if getattr(model, "members_", None) is not None:  # an ensemble: adapt each member on the same measurements
+            adapted = [self.adapt(mm, X_tgt, y_tgt, X_src, y_src) for mm in model.members_]
+            out = model.with_members(adapted)
+            out.adapt_info_ = {"method": self.name, "members": [mm.adapt_info_ for mm in adapted]}
+            return out
         p = {**DEFAULTS, **self.params}
         unknown = set(p) - set(DEFAULTS) - set(getattr(self, "EXTRA", {}))
         if unknown:
@@ -67,6 +78,7 @@ class FineTune(Method):
         if len(y) == 0:
             raise PerfcastError("no measured target programs to adapt to; measure at least one task on the target")
         m = copy.deepcopy(model)
+        y = y / m.scale(X_tgt)  # the latency per unit of work for a model with target_scale=work (MAPE unchanged)
         torch.manual_seed(p["seed"])
         rng = np.random.default_rng(p["seed"])
         n_val = int(round(p["val_frac"] * len(y))) if len(y) >= 5 else 0
@@ -81,7 +93,7 @@ class FineTune(Method):
             if X_src is None or len(X_src) == 0:
                 raise PerfcastError(f"adaptation method {self.name!r} needs records of the source devices")
             keep = rng.permutation(len(X_src))[: p["max_source"]]
-            ys = np.asarray(y_src, np.float64)[keep]
+            ys = np.asarray(y_src, np.float64)[keep] / m.scale(X_src.take(keep))
             src = (Groups(*m._inputs(X_src.take(keep))), torch.from_numpy(m.target_.transform(ys).astype(np.float32)),
                    torch.from_numpy(ys.astype(np.float32)))
         loss_fn = make_loss(m.params["loss"], m.target_, m.params["loss_lambda"])

@@ -70,7 +70,7 @@ def _public(result: dict) -> dict:
 
 def train(
     data: Optional[str] = typer.Option(None, help="dataset directory (default: the bundled dataset)"),
-    model: str = typer.Option("cdmpp", help="cdmpp | xgb | lgbm | mlp"),
+    model: str = typer.Option("cdmpp", help="cdmpp | xgb | lgbm | mlp | ensemble"),
     split: str = typer.Option("by_network", help="random | by_network | by_task | by_device"),
     test_networks: Optional[str] = typer.Option(None, help="by_network: comma-separated held-out networks"),
     test_device: Optional[str] = typer.Option(None, help="by_device: the held-out device"),

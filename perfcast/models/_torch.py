@@ -21,7 +21,8 @@ from .losses import make_loss
 from .targets import TargetTransform
 
 TRAIN_DEFAULTS = dict(epochs=150, batch_size=256, lr=2e-3, weight_decay=1e-4, loss="mse+mape", loss_lambda=1.0,
-                      target="boxcox", patience=25, seed=0, threads=0, verbose=False, cmd_alpha=0.0, cmd_moments=5)
+                      target="boxcox", target_scale="none", patience=25, seed=0, threads=0, verbose=False,
+                      cmd_alpha=0.0, cmd_moments=5)
 
 
 def cmd(a, b, moments: int = 5):

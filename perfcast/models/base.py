@@ -37,9 +37,9 @@ class CostModel:
     def fit(self, X, y, X_val=None, y_val=None, X_target=None) -> "CostModel":
         """`X_target`: unlabeled programs of the domain to predict (other networks, another device); models that
         support it (cdmpp, mlp with `cmd_alpha` > 0) pull their latent distribution towards it (CDMPP Eq. 6-7)."""
-        y = _check_targets(y, len(X))
+        y = _check_targets(y, len(X)) / self.scale(X)
         if X_val is not None:
-            y_val = _check_targets(y_val, len(X_val))
+            y_val = _check_targets(y_val, len(X_val)) / self.scale(X_val)
         if X_target is not None and len(X_target):
             self._X_target = X_target
         self._fit(X, y, X_val, y_val)
@@ -52,7 +52,14 @@ class CostModel:
             raise PerfcastError(f"the {self.name} model is not trained; call fit() or load a trained model")
         if len(X) == 0:
             return np.zeros(0)
-        return np.asarray(self._predict(X), dtype=np.float64)
+        return np.asarray(self._predict(X), dtype=np.float64) * self.scale(X)
+
+    def scale(self, X) -> np.ndarray:
+        """(n,) divisor of the latencies the model regresses (`target_scale` parameter; 1 without it): `_fit` sees
+        latency / scale and `_predict` returns it, `fit` and `predict` take and give seconds."""
+        from .targets import target_scale
+
+        return target_scale(self.params.get("target_scale", "none"), X)
 
     def save(self, path) -> Path:
         from ..features.cache import FEATURE_TAG

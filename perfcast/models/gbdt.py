@@ -27,7 +27,7 @@ def store_matrix(X, use_device: bool = False) -> np.ndarray:
 
 
 GBDT_DEFAULTS = dict(n_estimators=2000, learning_rate=0.05, max_depth=8, subsample=0.8, colsample=0.8,
-                     early_stopping=50, target="log", use_device=True, seed=0, threads=0)
+                     early_stopping=50, target="log", target_scale="none", use_device=True, seed=0, threads=0)
 
 
 class _GBDT(CostModel):

@@ -4,6 +4,11 @@ Every transform maps latency in microseconds through a fitted monotone function 
 (z = (t - mean) / std over the training targets). `boxcox` (the default) and `yeo-johnson` fit their lambda with
 scikit-learn's PowerTransformer; `quantile` maps through the empirical quantiles (uniform output); `log` and `none`
 fit nothing. `inverse_torch` is the differentiable inverse a relative-error loss (MAPE) needs.
+
+`target_scale` is the per-program divisor applied before any of that (a model's `target_scale` parameter):
+`none` (1) or `work`, the program's static work 1 + flops + bytes read + bytes written (the analytic features), so
+that the model regresses seconds per unit of work, an efficiency that transfers between tasks of different sizes
+more easily than the latency itself. A relative error (MAPE) is the same on either scale.
 """
 
 from __future__ import annotations
@@ -15,7 +20,19 @@ import numpy as np
 from ..errors import UnknownNameError
 
 TRANSFORMS = ("boxcox", "yeo-johnson", "quantile", "log", "none")
+SCALES = ("none", "work")
 US = 1e6  # the transforms act on microseconds
+
+
+def target_scale(kind: str, X) -> np.ndarray:
+    """(n,) divisor of each program's latency for `target_scale=kind` (see the module docstring); X is a
+    `ProgramFeatures` (its `analytic` columns are log2(1 + x) of `ANALYTIC_FEATURES`, flops first)."""
+    if kind not in SCALES:
+        raise UnknownNameError("target scale", kind, list(SCALES))
+    if kind == "none":
+        return np.ones(len(X))
+    a = np.exp2(np.asarray(X.analytic, np.float64)[:, :3]) - 1  # flops, bytes_read, bytes_written
+    return 1.0 + a.sum(axis=1)
 
 
 class TargetTransform:
