@@ -1,4 +1,5 @@
-"""Speed of `cdmpp` and `xgb` on this machine: training throughput and the latency of predicting 512 programs.
+"""Speed of `cdmpp` and `xgb` on this machine: training throughput and the latency of predicting 512 programs; and
+the prediction latency of the bundled model (an ensemble of cdmpp and mlp, loaded as shipped).
 
     python bench/speed.py [--programs 512] [--epochs 5] [--json]
 
@@ -28,7 +29,7 @@ def main() -> None:
     from perfcast._tvm.util import apply_trace
     from perfcast.eval.workflow import load_data, make_split
     from perfcast.features.cache import _task_module, features_of_programs
-    from perfcast.models import get_model
+    from perfcast.models import get_model, load_model
 
     ds, df, X = load_data(None, progress=not a.json)
     sp = make_split(df, "by_network", 0, None)
@@ -67,9 +68,18 @@ def main() -> None:
                   f"{o['predict_ms_without_features']:8.1f} ms (features cached), "
                   f"{o['predict_ms_with_features']:8.1f} ms (from TIR, {o['features_ms_per_program']:.1f} ms/program "
                   "for features)", flush=True)
+    bundled = load_model()
+    Xs = X.take(pick)
+    t_no = statistics.median(_timed(lambda: bundled.predict(Xs)) for _ in range(5))
+    t_with = statistics.median(_timed(lambda: bundled.predict(features_of_programs(programs, "local")))
+                               for _ in range(3))
+    out["bundled"] = {"model": bundled.name, "predict_ms_without_features": t_no * 1e3,
+                      "predict_ms_with_features": t_with * 1e3}
     if a.json:
         print(json.dumps(out))
     else:
+        print(f"bundled ({bundled.name}) predict {len(programs)} programs: {t_no * 1e3:8.1f} ms (features cached), "
+              f"{t_with * 1e3:8.1f} ms (from TIR)")
         print(f"cdmpp / xgb prediction time (features cached): "
               f"{out['cdmpp']['predict_ms_without_features'] / out['xgb']['predict_ms_without_features']:.2f}")
 
