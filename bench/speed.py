@@ -28,7 +28,7 @@ def main() -> None:
 
     from perfcast._tvm.util import apply_trace
     from perfcast.eval.workflow import load_data, make_split
-    from perfcast.features.cache import _task_module, features_of_programs
+    from perfcast.features.cache import _task_module
     from perfcast.models import get_model, load_model
 
     ds, df, X = load_data(None, progress=not a.json)
@@ -55,10 +55,7 @@ def main() -> None:
         m = get_model(name, **params).fit(X.take(sp.train), y[sp.train], X.take(sp.val), y[sp.val])
         dt = time.time() - t
         n_epochs = m.info_["epochs"] if name == "cdmpp" else 1
-        Xs = X.take(pick)
-        t_no = statistics.median(_timed(lambda: m.predict(Xs)) for _ in range(5))
-        t_with = statistics.median(_timed(lambda: m.predict(features_of_programs(programs, "local")))
-                                   for _ in range(3))
+        t_no, t_with = _predict_seconds(m, X.take(pick), programs)
         out[name] = {"train_samples_per_s": len(sp.train) * n_epochs / dt, "train_seconds": dt,
                      "predict_ms_without_features": t_no * 1e3, "predict_ms_with_features": t_with * 1e3,
                      "features_ms_per_program": (t_with - t_no) * 1e3 / len(programs)}
@@ -69,10 +66,7 @@ def main() -> None:
                   f"{o['predict_ms_with_features']:8.1f} ms (from TIR, {o['features_ms_per_program']:.1f} ms/program "
                   "for features)", flush=True)
     bundled = load_model()
-    Xs = X.take(pick)
-    t_no = statistics.median(_timed(lambda: bundled.predict(Xs)) for _ in range(5))
-    t_with = statistics.median(_timed(lambda: bundled.predict(features_of_programs(programs, "local")))
-                               for _ in range(3))
+    t_no, t_with = _predict_seconds(bundled, X.take(pick), programs)
     out["bundled"] = {"model": bundled.name, "predict_ms_without_features": t_no * 1e3,
                       "predict_ms_with_features": t_with * 1e3}
     if a.json:
@@ -82,6 +76,15 @@ def main() -> None:
               f"{t_with * 1e3:8.1f} ms (from TIR)")
         print(f"cdmpp / xgb prediction time (features cached): "
               f"{out['cdmpp']['predict_ms_without_features'] / out['xgb']['predict_ms_without_features']:.2f}")
+
+
+def _predict_seconds(m, Xs, programs) -> tuple[float, float]:
+    """Median seconds to predict the programs from cached features (5 runs) and from TIR (3 runs)."""
+    from perfcast.features.cache import features_of_programs
+
+    t_no = statistics.median(_timed(lambda: m.predict(Xs)) for _ in range(5))
+    t_with = statistics.median(_timed(lambda: m.predict(features_of_programs(programs, "local"))) for _ in range(3))
+    return t_no, t_with
 
 
 def _timed(fn) -> float:

@@ -43,10 +43,10 @@ class FineTune(Method):
 
     def check_model(self, model) -> None:
         from ..models._torch import TorchCostModel
+        from ..models.ensemble import EnsembleModel
 
-        members = getattr(model, "members_", None)  # an ensemble: every member is adapted
-        if members is not None:
-            for mm in members:
+        if isinstance(model, EnsembleModel):  # every member is adapted
+            for mm in model.members_:
                 self.check_model(mm)
             return
         if not isinstance(model, TorchCostModel):
@@ -62,8 +62,10 @@ class FineTune(Method):
         from ..models._torch import Groups
         from ..models.losses import make_loss
 
+        from ..models.ensemble import EnsembleModel
+
         self.check_model(model)
-        if getattr(model, "members_", None) is not None:  # an ensemble: adapt each member on the same measurements
+        if isinstance(model, EnsembleModel):  # adapt each member on the same measurements
             adapted = [self.adapt(mm, X_tgt, y_tgt, X_src, y_src) for mm in model.members_]
             out = model.with_members(adapted)
             out.adapt_info_ = {"method": self.name, "members": [mm.adapt_info_ for mm in adapted]}
