@@ -33,6 +33,11 @@ PUBLISHED = {
     # HF BertModel with the google/bert_uncased_L-2_H-128_A-2 config incl. pooler (hub page of prajjwal1/bert-tiny:
     # 4.39M params).
     "bert_tiny": 4_385_920,
+    # The same count for the other miniatures: embeddings 31,038*H + 4 layers * (12*H^2 + 13*H) + pooler H^2 + H;
+    # the hub pages of prajjwal1/bert-mini and prajjwal1/bert-small say 11.3M and 29.1M, which add the MLM head
+    # (transform H^2 + H, LayerNorm 2H, output bias 30,522; decoder tied): 11,267,386 and 29,057,850.
+    "bert_mini": 31_038 * 256 + 4 * (12 * 256**2 + 13 * 256) + 256**2 + 256,
+    "bert_small": 31_038 * 512 + 4 * (12 * 512**2 + 13 * 512) + 512**2 + 512,
     "gpt2": 124_439_808,  # HF GPT2LMHeadModel "gpt2" (124M), LM head tied to wte (counted once)
     "mlp": 669_706,  # Keras examples/mnist_mlp.py model.summary(): "Total params: 669,706"
 }

@@ -51,10 +51,19 @@ _spec("vit_tiny", "transformer", "vit", "ViT-Ti/16 (dim 192, depth 12, 3 heads, 
       "logits",
       "Dosovitskiy et al., An Image is Worth 16x16 Words, ICLR 2021; Touvron et al., DeiT, ICML 2021; "
       "timm vit_tiny_patch16_224", 5_717_416)
-_spec("bert_tiny", "transformer", "bert", "BERT-Tiny encoder + pooler (2 layers, 128 hidden, 2 heads, 512 "
-      "intermediate), int64 token ids (batch, 128) -> (hidden states, pooled)",
-      "Turc et al., Well-Read Students Learn Better, arXiv:1908.08962 (google/bert_uncased_L-2_H-128_A-2); "
-      "HF BertModel", 4_385_920)
+def _bert_miniature(name: str, layers: int, hidden: int, params: int) -> None:
+    """A BERT miniature of Turc et al. (head size 64, intermediate 4 x hidden), as HF BertModel."""
+    heads = hidden // 64
+    _spec(name, "transformer", "bert", f"BERT-{name.removeprefix('bert_').title()} encoder + "
+          f"pooler ({layers} layers, {hidden} hidden, {heads} heads, {4 * hidden} intermediate), int64 "
+          "token ids (batch, 128) -> (hidden states, pooled)",
+          "Turc et al., Well-Read Students Learn Better, arXiv:1908.08962 "
+          f"(google/bert_uncased_L-{layers}_H-{hidden}_A-{heads}); HF BertModel", params)
+
+
+_bert_miniature("bert_tiny", 2, 128, 4_385_920)
+_bert_miniature("bert_mini", 4, 256, 11_170_560)
+_bert_miniature("bert_small", 4, 512, 28_763_648)
 _spec("bert_base", "transformer", "bert", "BERT-Base encoder + pooler (12 layers, 768 hidden, 12 heads, 3072 "
       "intermediate), int64 token ids (batch, 128) -> (hidden states, pooled)",
       "Devlin et al., BERT: Pre-training of Deep Bidirectional Transformers, NAACL 2019; HF BertModel "

@@ -8,6 +8,10 @@ Output: (last_hidden_state (batch, seq, hidden), pooled_output (batch, hidden)),
 - `bert_base`: 12 layers, hidden 768, 12 heads, intermediate 3072 (bert-base-uncased).
 - `bert_tiny`: 2 layers, hidden 128, 2 heads, intermediate 512 (google/bert_uncased_L-2_H-128_A-2, Turc et al.
   2019, "Well-Read Students Learn Better"; the HF mirror prajjwal1/bert-tiny).
+- `bert_mini`: 4 layers, hidden 256, 4 heads, intermediate 1024 (google/bert_uncased_L-4_H-256_A-4; prajjwal1/bert-mini).
+- `bert_small`: 4 layers, hidden 512, 8 heads, intermediate 2048 (google/bert_uncased_L-4_H-512_A-8;
+  prajjwal1/bert-small).
+The miniatures all use head size 64 and intermediate = 4 x hidden, like BERT-Base.
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ class BertConfig:
 
 BERT_BASE = BertConfig(layers=12, hidden=768, heads=12, intermediate=3072)
 BERT_TINY = BertConfig(layers=2, hidden=128, heads=2, intermediate=512)
+BERT_MINI = BertConfig(layers=4, hidden=256, heads=4, intermediate=1024)
+BERT_SMALL = BertConfig(layers=4, hidden=512, heads=8, intermediate=2048)
 
 
 class BertEmbeddings(nn.Module):
@@ -118,3 +124,11 @@ def bert_base(batch_size: int):
 
 def bert_tiny(batch_size: int):
     return _build(BERT_TINY, batch_size)
+
+
+def bert_mini(batch_size: int):
+    return _build(BERT_MINI, batch_size)
+
+
+def bert_small(batch_size: int):
+    return _build(BERT_SMALL, batch_size)
