@@ -1,12 +1,14 @@
-"""Is a model biased on the programs of networks it never trained on? Predicted / measured latency on the
-held-out networks (resnet50, mobilenet_v2, bert_tiny) and, for comparison, on the training networks, split by
-schedule kind (TVM default kernel vs random schedule), on one device (default: this machine's `local` records).
+"""Is a model biased? Predicted / measured latency on the model's own split (default: the bundled model, by_network):
+its test part (networks it never trained on) and its training part, each by schedule kind (TVM default kernel vs
+random schedule), on one device (default: this machine's `local`).
 
-Prints, per group: programs, MAPE, the median of predicted / measured (1.0 = unbiased; below 1 = under-predicted),
-and the time-weighted ratio sum(predicted) / sum(measured), which is what a whole-network sum inherits. No
-measuring: it reads the bundled dataset (or --data) and the model's cached features.
+Prints, per group: programs, MAPE, the median of predicted / measured (1.0 = unbiased; below 1 = under-predicted)
+and the time-weighted ratio sum(predicted) / sum(measured), which a whole-network sum inherits. Then what one
+scalar calibration fitted on the validation part (median measured / predicted) would do to the test part's MAPE and
+median ratio, and the `--worst N` default kernels of the training part with the lowest predicted / measured (with
+ns per FLOP: TVM's unscheduled kernels differ most there). No measuring: it reads the dataset and cached features.
 
-    python bench/bias.py [--model DIR] [--data DIR] [--device-key SUBSTRING] [--json]
+    python bench/bias.py [--model DIR] [--data DIR] [--device local] [--worst 8] [--task matmul] [--json]
 """
 
 from __future__ import annotations
@@ -17,40 +19,76 @@ import json
 import numpy as np
 
 
+def _group(m, X, y, idx) -> dict:
+    from perfcast.eval.metrics import mape
+
+    pred = m.predict(X.take(idx))
+    return {"programs": int(len(idx)), "mape": mape(y[idx], pred), "median_ratio": float(np.median(pred / y[idx])),
+            "time_weighted_ratio": float(pred.sum() / y[idx].sum())}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default=None, help="model directory (default: the bundled model)")
     ap.add_argument("--data", default=None, help="dataset directory (default: the bundled dataset)")
-    ap.add_argument("--device-key", default="AMD", help="only `local` records whose device key contains this")
+    ap.add_argument("--device", default="local", help="device id or device key of the records to look at")
+    ap.add_argument("--worst", type=int, default=8, help="list this many most under-predicted default kernels")
+    ap.add_argument("--task", default="", help="only list kernels whose task name contains this (e.g. matmul)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
 
-    from perfcast.eval.workflow import HELD_OUT, load_data
+    from perfcast.eval.metrics import mape
+    from perfcast.eval.workflow import _default_split, load_data, make_split
     from perfcast.models import load_model
 
-    _, df, X = load_data(a.data, progress=False)
     m = load_model(a.model)
+    ds, df, X = load_data(a.data, progress=False)
+    name, params, seed = _default_split(m, ds)
+    sp = make_split(df, name, seed, params)  # the whole dataset, so the parts are the ones the model was trained with
     y = df["latency_s"].to_numpy()
-    dev = ((df["device_id"] == "local") & df["device_key"].str.contains(a.device_key, regex=False)).to_numpy()
-    held = df["networks"].map(lambda ns: bool(set(ns) & set(HELD_OUT))).to_numpy()
+    keys = df["device_key"][df["device_id"] == a.device]
+    key = keys.mode().iloc[0] if a.device in set(df["device_id"]) else a.device  # `local`: this machine's records
+    on_dev = (df["device_key"] == key).to_numpy()
     default = (df["schedule_kind"] == "default").to_numpy()
-    out = {}
-    for nets, hmask in (("held-out networks", held), ("training networks only", ~held)):
+    out = {"model": m.name, "split": name, "device_key": key, "groups": {}}
+    for part, rows in (("test", sp.test), ("train", sp.train)):
         for kind, kmask in (("default kernels", default), ("random schedules", ~default)):
-            idx = np.flatnonzero(dev & hmask & kmask)
-            if len(idx) == 0:
-                continue
-            pred = m.predict(X.take(idx))
-            ratio = pred / y[idx]
-            out[f"{nets}, {kind}"] = {"programs": int(len(idx)), "mape": float(np.mean(np.abs(ratio - 1))),
-                                      "median_ratio": float(np.median(ratio)),
-                                      "time_weighted_ratio": float(pred.sum() / y[idx].sum())}
+            idx = rows[on_dev[rows] & kmask[rows]]
+            if len(idx):
+                out["groups"][f"{part} part, {kind}"] = _group(m, X, y, idx)
+
+    factor = float(np.median(y[sp.val] / m.predict(X.take(sp.val))))
+    pt = m.predict(X.take(sp.test))
+    out["calibration"] = {"factor": factor, "test_mape": mape(y[sp.test], pt),
+                          "test_mape_calibrated": mape(y[sp.test], pt * factor),
+                          "test_median_ratio": float(np.median(pt / y[sp.test])),
+                          "test_median_ratio_calibrated": float(np.median(pt * factor / y[sp.test]))}
+
+    named = df["task_name"].str.contains(a.task, regex=False).to_numpy()
+    idx = sp.train[on_dev[sp.train] & default[sp.train] & named[sp.train]]
+    pred = m.predict(X.take(idx))
+    flops = {r["workload_key"]: r["flops"] for r in ds.read("tasks", ["workload_key", "flops"]).to_pylist()}
+    order = np.argsort(pred / y[idx])[:a.worst]
+    out["worst_default_kernels"] = [
+        {"task": df["task_name"].iat[idx[i]], "networks": list(df["networks"].iat[idx[i]]),
+         "measured_s": float(y[idx[i]]), "predicted_s": float(pred[i]),
+         "measured_ns_per_flop": float(y[idx[i]] / max(flops.get(df["workload_key"].iat[idx[i]], 0.0), 1.0) * 1e9)}
+        for i in order]
     if a.json:
         print(json.dumps(out, indent=1))
         return
-    for k, v in out.items():
-        print(f"{k:45s} {v['programs']:6d} programs  MAPE {v['mape']:6.1%}  median pred/meas {v['median_ratio']:.3f}"
-              f"  time-weighted {v['time_weighted_ratio']:.3f}")
+    print(f"{m.name} on its {name} split, records of {key}")
+    for k, v in out["groups"].items():
+        print(f"  {k:28s} {v['programs']:6d} programs  MAPE {v['mape']:6.1%}  median pred/meas "
+              f"{v['median_ratio']:.3f}  time-weighted {v['time_weighted_ratio']:.3f}")
+    c = out["calibration"]
+    print(f"calibration by the validation part's median measured/predicted ({c['factor']:.3f}), whole test part: "
+          f"MAPE {c['test_mape']:.1%} -> {c['test_mape_calibrated']:.1%}, median pred/meas "
+          f"{c['test_median_ratio']:.3f} -> {c['test_median_ratio_calibrated']:.3f}")
+    print("most under-predicted default kernels of the training part:")
+    for w in out["worst_default_kernels"]:
+        print(f"  {w['task'][:30]:30s} {','.join(w['networks'])[:24]:24s} measured {w['measured_s'] * 1e3:9.3f} ms  "
+              f"predicted {w['predicted_s'] * 1e3:9.3f} ms  {w['measured_ns_per_flop']:.2f} ns/FLOP")
 
 
 if __name__ == "__main__":

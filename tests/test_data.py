@@ -197,12 +197,13 @@ def test_bundled_dataset_covers_every_zoo_task():
     collector's 60 s limit, and is recorded as a timeout."""
     from perfcast.networks import list_networks
 
+    zoo = set(list_networks())
     ds = Dataset(paths.bundled_dataset_dir())
     nets = ds.read("networks", columns=["network", "batch_size", "workload_key"]).to_pylist()
-    zoo_tasks = {(r["network"], r["workload_key"]) for r in nets if r["batch_size"] == 1}
-    assert {n for n, _ in zoo_tasks} >= set(list_networks())
+    zoo_tasks = {(r["network"], r["workload_key"]) for r in nets if r["batch_size"] == 1 and r["network"] in zoo}
+    assert {n for n, _ in zoo_tasks} == zoo
     recs = ds.read("records", columns=["workload_key", "task_name", "status", "schedule_kind", "error"]).to_pylist()
-    zoo_keys = {k for n, k in zoo_tasks if n in set(list_networks())}
+    zoo_keys = {k for _, k in zoo_tasks}
     assert zoo_keys - {r["workload_key"] for r in recs if r["status"] == "ok"} == set()
     default = [r for r in recs if r["schedule_kind"] == "default" and r["workload_key"] in zoo_keys]
     assert zoo_keys - {r["workload_key"] for r in default} == set()

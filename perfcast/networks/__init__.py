@@ -51,6 +51,8 @@ _spec("vit_tiny", "transformer", "vit", "ViT-Ti/16 (dim 192, depth 12, 3 heads, 
       "logits",
       "Dosovitskiy et al., An Image is Worth 16x16 Words, ICLR 2021; Touvron et al., DeiT, ICML 2021; "
       "timm vit_tiny_patch16_224", 5_717_416)
+
+
 def _bert_miniature(name: str, layers: int, hidden: int, params: int) -> None:
     """A BERT miniature of Turc et al. (head size 64, intermediate 4 x hidden), as HF BertModel."""
     heads = hidden // 64

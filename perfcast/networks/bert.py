@@ -8,7 +8,8 @@ Output: (last_hidden_state (batch, seq, hidden), pooled_output (batch, hidden)),
 - `bert_base`: 12 layers, hidden 768, 12 heads, intermediate 3072 (bert-base-uncased).
 - `bert_tiny`: 2 layers, hidden 128, 2 heads, intermediate 512 (google/bert_uncased_L-2_H-128_A-2, Turc et al.
   2019, "Well-Read Students Learn Better"; the HF mirror prajjwal1/bert-tiny).
-- `bert_mini`: 4 layers, hidden 256, 4 heads, intermediate 1024 (google/bert_uncased_L-4_H-256_A-4; prajjwal1/bert-mini).
+- `bert_mini`: 4 layers, hidden 256, 4 heads, intermediate 1024 (google/bert_uncased_L-4_H-256_A-4;
+  prajjwal1/bert-mini).
 - `bert_small`: 4 layers, hidden 512, 8 heads, intermediate 2048 (google/bert_uncased_L-4_H-512_A-8;
   prajjwal1/bert-small).
 The miniatures all use head size 64 and intermediate = 4 x hidden, like BERT-Base.
