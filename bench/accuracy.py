@@ -5,7 +5,9 @@ this process, scored on the same held-out programs.
     python bench/accuracy.py [--split by_network] [--seed 0] [--param KEY=VALUE ...] [--models LIST] [--json]
 
 `--models` is a comma-separated list of columns, each a model name with optional parameters
-(`xgb:target_scale=work`); `--param` sets parameters of the `cdmpp` column. A column `cdmpp+cmd` is CDMPP's
+(`xgb:target_scale=work`); `--param` sets parameters of the `cdmpp` column. `default_weight=W` in a column spec
+is not a model parameter but the training option of `perfcast train --default-weight` (TVM default kernels weigh W
+times a random schedule in the loss; default 10, as for the bundled model): `ensemble:default_weight=1`. A column `cdmpp+cmd` is CDMPP's
 cross-model setting, in which the held-out networks' programs (not their latencies) are known during training and
 the latents of training and held-out programs are aligned by CMD.
 
@@ -24,15 +26,17 @@ import time
 MODELS = "ensemble,cdmpp,mlp,xgb,lgbm"
 
 
-def column(spec: str, cdmpp_params: dict) -> tuple[str, dict, bool]:
-    """(model, parameters, transductive) of a column spec `NAME[:KEY=VALUE...]` or `cdmpp+cmd`."""
+def column(spec: str, cdmpp_params: dict) -> tuple[str, dict, bool, float]:
+    from perfcast.eval.workflow import DEFAULT_WEIGHT
+
+    """(model, parameters, transductive, default weight) of a column spec `NAME[:KEY=VALUE...]` or `cdmpp+cmd`."""
     from perfcast.cli.model_cmd import _parse_params
 
     name, *kvs = spec.split(":")
     model = name.split("+")[0]
     params = dict(cdmpp_params) if model == "cdmpp" else {}
     params.update(_parse_params(kvs))
-    return model, params, name.endswith("+cmd")
+    return model, params, name.endswith("+cmd"), float(params.pop("default_weight", DEFAULT_WEIGHT))
 
 
 def main() -> None:
@@ -53,10 +57,11 @@ def main() -> None:
     result, seconds = {}, {}
     for spec in a.models.split(","):
         t = time.time()
-        model, params, transductive = column(spec, _parse_params(a.param))
+        model, params, transductive, default_weight = column(spec, _parse_params(a.param))
         if transductive:
             params["cmd_alpha"] = a.cmd_alpha
-        r = train(model=model, split=a.split, params=params, seed=a.seed, loaded=loaded, transductive=transductive)
+        r = train(model=model, split=a.split, params=params, seed=a.seed, loaded=loaded, transductive=transductive,
+                  default_weight=default_weight)
         result[spec] = r["test"]
         seconds[spec] = time.time() - t
         split, sizes = r["split"], r["sizes"]

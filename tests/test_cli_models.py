@@ -85,6 +85,12 @@ def test_train_json(trained, mlp_dataset):
     assert meta["name"] == "xgb" and meta["n_train"] == r["sizes"]["train"]
     assert meta["params"]["n_estimators"] == 20 and meta["params"]["threads"] == 1
     assert meta["info"]["split"]["name"] == "random" and meta["info"]["test_mape"] == pytest.approx(overall["mape"])
+    assert meta["info"]["default_weight"] == 10.0  # the training recipe's default, recorded
+
+
+def test_default_weight_is_validated_before_training(tmp_path):
+    line = _one_line_error(_cli("train", "--model", "xgb", "--default-weight", "-1", "--out", str(tmp_path / "m")))
+    assert line.startswith("error: default weight -1.0 must be a positive number")
 
 
 def test_eval_reproduces_the_training_test_score(trained, mlp_dataset):

@@ -65,8 +65,8 @@ def leaf(**nonzero) -> np.ndarray:
 
 
 def test_leaf_layout():
-    assert len(LEAF_FEATURES) == 30 == get_extractor("compact_ast").length
-    assert len(set(LEAF_FEATURES)) == 30
+    assert len(LEAF_FEATURES) == 32 == get_extractor("compact_ast").length
+    assert len(set(LEAF_FEATURES)) == 32
 
 
 # ---------------------------------------------------------------------------------------------- compact AST
@@ -80,7 +80,7 @@ def test_compact_ast_elementwise(progs):
     # index vj = j moves by 1 with the innermost loop j
     expect = leaf(float_add_sub=1, float_mul=1, n_loads=1, bytes_read=4, bytes_written=4, n_buffers=2,
                   nest_depth=2, log2_loop_product=lg(32), log2_inner_extent_0=lg(8), log2_inner_extent_1=lg(4),
-                  store_contiguous=1, log2p1_store_stride=lg(2))
+                  store_contiguous=1, log2p1_store_stride=lg(2), log2p1_max_load_stride_bytes=lg(5))
     np.testing.assert_array_equal(ast.leaves, expect[None, :])
 
 
@@ -92,9 +92,11 @@ def test_compact_ast_matmul_init_and_update(progs):
     assert ast.ordering.tolist() == [5, 7]
     ctx = dict(nest_depth=3, log2_loop_product=lg(4 * 16 * 8), log2_inner_extent_0=lg(8),
                log2_inner_extent_1=lg(16), log2_inner_extent_2=lg(4))
-    # C[vi, vj] does not move with the innermost (reduction) loop k: stride 0, not contiguous
+    # C[vi, vj] does not move with the innermost (reduction) loop k: stride 0, not contiguous. Loads along k:
+    # C 0 bytes, A[vi, vk] 4, B[vk, vj] one row of 16 floats = 64 bytes = 2^6 (a new cache line each iteration)
     init = leaf(bytes_written=4, n_buffers=1, is_init=1, **ctx)
-    update = leaf(float_add_sub=1, float_mul=1, n_loads=3, bytes_read=12, bytes_written=4, n_buffers=3, **ctx)
+    update = leaf(float_add_sub=1, float_mul=1, n_loads=3, bytes_read=12, bytes_written=4, n_buffers=3,
+                  log2p1_max_load_stride_bytes=lg(65), load_stride_pow2=6, **ctx)
     np.testing.assert_array_equal(ast.leaves, np.stack([init, update]))
 
 
@@ -109,7 +111,7 @@ def test_compact_ast_loop_kinds_and_math(progs):
                   log2_inner_extent_0=lg(16), log2_inner_extent_1=lg(4), log2_inner_extent_2=lg(8),
                   n_vectorized=1, log2_vectorized_extent=lg(16), n_unrolled=1, log2_unrolled_extent=lg(4),
                   n_parallel=1, log2_parallel_extent=lg(8), log2p1_auto_unroll_max_step=lg(17),
-                  store_contiguous=1, log2p1_store_stride=1)
+                  store_contiguous=1, log2p1_store_stride=1, log2p1_max_load_stride_bytes=lg(5))
     np.testing.assert_array_equal(ast.leaves, expect[None, :])
 
 
@@ -118,8 +120,38 @@ def test_compact_ast_int_ops_and_select(progs):
     # if_then_else(1 <= vi and vi < 7, A[vi - 1], 0.0): 1 float select; int: <=, <, and, vi - 1
     expect = leaf(float_cmp_select_minmax=1, int_ops=4, n_loads=1, bytes_read=4, bytes_written=4, n_buffers=2,
                   nest_depth=1, log2_loop_product=3, log2_inner_extent_0=3, store_contiguous=1,
-                  log2p1_store_stride=1)
+                  log2p1_store_stride=1, log2p1_max_load_stride_bytes=lg(5))
     np.testing.assert_array_equal(ast.leaves, expect[None, :])
+
+
+@pytest.mark.parametrize("n, dtype, move, pow2", [
+    (8, "float32", 32, 0),  # 32 bytes: within a cache line
+    (16, "float32", 64, 6),
+    (24, "float32", 96, 5),  # 96 = 3 * 2^5
+    (512, "float32", 2048, 11),  # bert_tiny's untuned FFN matmul: 2 KiB
+    (768, "float32", 3072, 10),  # vit_tiny's: 3 * 2^10
+    (768, "float16", 1536, 9),
+    (65536, "float32", 262144, 16),  # 2^18, capped at 16
+])
+def test_compact_ast_load_stride_along_the_reduction(n, dtype, move, pow2):
+    """X[k, j] read with k innermost (TVM's untuned matmul reads its weight like this): the address moves one row
+    of n elements per iteration."""
+    from tvm.script import tirx as T
+
+    @T.prim_func(s_tir=True)
+    def colsum(X: T.Buffer((4, n), dtype), Y: T.Buffer((n,), dtype)):
+        for j, k in T.grid(n, 4):
+            with T.sblock("Y"):
+                vj, vk = T.axis.remap("SR", [j, k])
+                with T.init():
+                    Y[vj] = T.Cast(dtype, 0)
+                Y[vj] = Y[vj] + X[vk, vj]
+
+    leaves = get_extractor("compact_ast").compact_ast(colsum).leaves
+    col = {k: LEAF_FEATURES.index(k) for k in ("log2p1_max_load_stride_bytes", "load_stride_pow2")}
+    assert leaves[1, col["log2p1_max_load_stride_bytes"]] == lg(1 + move)
+    assert leaves[1, col["load_stride_pow2"]] == pow2
+    assert leaves[0, col["log2p1_max_load_stride_bytes"]] == 0 == leaves[0, col["load_stride_pow2"]]  # init: no load
 
 
 def test_positional_encoding_closed_form(progs):
@@ -134,7 +166,7 @@ def test_positional_encoding_closed_form(progs):
     np.testing.assert_allclose(ast.positional, pe, rtol=0, atol=1e-12)
     np.testing.assert_allclose(positional_encoding([5, 7]), pe, rtol=0, atol=1e-12)
     out = ex.extract(progs["mm"])
-    assert out.shape == (2, 30) and out.dtype == np.float64
+    assert out.shape == (2, 32) and out.dtype == np.float64
     np.testing.assert_array_equal(out, ast.leaves + ast.positional)
 
 

@@ -199,6 +199,24 @@ def test_loss_hand_math(name, none_transform):
     assert got == pytest.approx(HAND[name], rel=1e-9)
 
 
+# weights 1, 2, 3 (sum 6): each term is sum(w * t) / 6
+HAND_W = {"mse": (0.25 + 3 * 0.25) / 6, "mape": (0.2 + 3 / 3) / 6, "mspe": (0.04 + 3 / 9) / 6,
+          "log_mse": (math.log(2 / 2.5) ** 2 + 3 * math.log(1 / 1.5) ** 2) / 6,
+          "mse+mape": (0.25 + 3 * 0.25) / 6 + 0.5 * (0.2 + 3 / 3) / 6}
+
+
+@pytest.mark.parametrize("name", LOSSES)
+def test_weighted_loss_hand_math(name, none_transform):
+    import torch
+
+    loss = make_loss(name, none_transform, lam=0.5)
+    args = [torch.tensor(v, dtype=torch.float64) for v in (Z_HAT, Z, Y_S)]
+    got = float(loss(*args, torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)))
+    assert got == pytest.approx(HAND_W[name], rel=1e-9)
+    # equal weights are the plain mean
+    assert float(loss(*args, torch.full((3,), 7.0, dtype=torch.float64))) == pytest.approx(HAND[name], rel=1e-9)
+
+
 def test_mape_loss_gradient_by_hand(none_transform):
     import torch
 
@@ -245,6 +263,15 @@ def test_model_contract(name, mlp_data, tmp_path):
         m.fit(X.take(tr), bad)
     with pytest.raises(PerfcastError, match=rf"{len(tr)} programs but {len(tr) - 1} latencies"):
         m.fit(X.take(tr), y[tr][1:])
+    w = np.ones(len(tr))
+    with pytest.raises(PerfcastError, match=rf"{len(tr)} programs but {len(tr) - 1} sample weights"):
+        m.fit(X.take(tr), y[tr], sample_weight=w[1:])
+    w[2] = -1.0
+    with pytest.raises(PerfcastError, match=r"sample weight -1\.0 at index 2 is not a finite non-negative number"):
+        m.fit(X.take(tr), y[tr], sample_weight=w)
+    with pytest.raises(PerfcastError, match=r"every sample weight is 0"):
+        m.fit(X.take(tr), y[tr], sample_weight=0 * w)
+    assert not hasattr(m, "_sample_weight") and not hasattr(m, "n_train_")  # a failed fit leaves nothing behind
 
     assert m.fit(X.take(tr), y[tr], X.take(va), y[va]) is m
     assert m.n_train_ == len(tr)
@@ -349,6 +376,35 @@ def test_xgb_fits_its_training_programs(mlp_data):
     assert mape(y, np.full_like(y, c)) <= min(mape(y, np.full_like(y, g)) for g in grid) + 1e-12
 
 
+@pytest.mark.parametrize("name", ["xgb", "mlp"])
+def test_sample_weight_zero_leaves_a_task_unfitted(name, mlp_data):
+    """A task whose programs weigh 0 teaches the model nothing: it fits the other tasks, not that one; uniform
+    weights of any size are no weights (they are rescaled to mean 1)."""
+    sub, X, y, _, _ = mlp_data
+    params = {"xgb": dict(threads=1, subsample=1.0, colsample=1.0), "mlp": dict(epochs=40, hidden=32, threads=1)}
+    task = (sub.workload_key == sub.workload_key.iloc[0]).to_numpy()
+    err = {}
+    for label, w in (("task ignored", np.where(task, 0.0, 1.0)), ("others ignored", np.where(task, 1.0, 0.0))):
+        pred = get_model(name, **params[name]).fit(X, y, sample_weight=w).predict(X)
+        err[label] = mape(y[task], pred[task])
+    assert err["task ignored"] > 3 * err["others ignored"]
+    plain = get_model(name, **params[name]).fit(X, y).predict(X)
+    uniform = get_model(name, **params[name]).fit(X, y, sample_weight=np.full(len(y), 5.0)).predict(X)
+    np.testing.assert_allclose(uniform, plain, rtol=1e-4)
+
+
+def test_default_weight_sample_weights():
+    import pandas as pd
+
+    from perfcast.eval.workflow import sample_weights
+
+    df = pd.DataFrame({"schedule_kind": ["default", "random", "random", "imported"]})
+    np.testing.assert_array_equal(sample_weights(df, 10.0), [10.0, 1.0, 1.0, 1.0])
+    assert sample_weights(df, 1.0) is None
+    with pytest.raises(PerfcastError, match=r"default weight 0\.0 must be a positive number"):
+        sample_weights(df, 0.0)
+
+
 # ------------------------------------------------------------------------------------------------------ cdmpp
 def test_cdmpp_inputs_are_standardized_leaves_plus_pe(cdmpp, mlp_data):
     from perfcast.features import positional_encoding
@@ -359,7 +415,7 @@ def test_cdmpp_inputs_are_standardized_leaves_plus_pe(cdmpp, mlp_data):
     std[std <= 1e-8] = 1.0
     seqs, vec = cdmpp._inputs(X.take([0, 1]))
     for i in range(2):
-        want = (X.leaves[i] - rows.mean(axis=0)) / std + positional_encoding(X.ordering[i], 30)
+        want = (X.leaves[i] - rows.mean(axis=0)) / std + positional_encoding(X.ordering[i], 32)
         np.testing.assert_allclose(seqs[i], want, rtol=1e-5, atol=1e-5)
     assert vec.shape == (2, 11)  # device features only (use_analytic off)
     cdmpp.params["use_pe"] = False
@@ -367,7 +423,7 @@ def test_cdmpp_inputs_are_standardized_leaves_plus_pe(cdmpp, mlp_data):
         seqs_nope, _ = cdmpp._inputs(X.take([0]))
     finally:
         cdmpp.params["use_pe"] = True
-    np.testing.assert_allclose(seqs[0] - seqs_nope[0], positional_encoding(X.ordering[0], 30), atol=1e-6)
+    np.testing.assert_allclose(seqs[0] - seqs_nope[0], positional_encoding(X.ordering[0], 32), atol=1e-6)
 
 
 def _by_hand(model, X, i: int) -> float:

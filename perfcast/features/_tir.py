@@ -59,6 +59,7 @@ class Leaf:
     loops: list = field(default_factory=list)  # [Loop], outermost first
     executions: int = 1  # times the store runs (init stores: without loops that only feed reduction block vars)
     stride: int | None = 0  # change of the store's last index when the innermost loop var goes 0 -> 1; None: unknown
+    load_strides: list = field(default_factory=list)  # per load with a known one: its flat byte-address change then
 
     @property
     def float_ops(self) -> int:
@@ -285,6 +286,26 @@ class _Walker:
         except _Unknown:
             return None
 
+    def _load_stride(self, load) -> int | None:
+        """Bytes the load's address (row-major flattened over its buffer's shape) moves when the innermost loop var
+        goes 0 -> 1; 0 outside loops, None when a dimension or an index is not a known constant expression."""
+        if not self.loops:
+            return 0
+        buf = load.source
+        dims = [const_int(d) for d in buf.shape]
+        if any(d is None for d in dims) or len(dims) != len(load.indices):
+            return None
+        inner = self.loops[-1].var
+        try:
+            flat = [0, 0]
+            for d, index in enumerate(load.indices):
+                step = math.prod(dims[d + 1:])
+                for v in (0, 1):
+                    flat[v] += step * _int_eval(index, {inner: v}, self.bind, self.tabs)
+        except _Unknown:
+            return None
+        return (flat[1] - flat[0]) * nbytes(buf.dtype)
+
     def _count(self, e, leaf: Leaf) -> None:
         t, _, ir_expr, binary = self.tabs
         stack = [e]
@@ -310,6 +331,9 @@ class _Walker:
                 leaf.n_loads += 1
                 leaf.bytes_read += nbytes(dtype_of(x))
                 leaf.buffers.add(handle(x.source))
+                stride = self._load_stride(x)
+                if stride is not None:
+                    leaf.load_strides.append(stride)
             elif tp is t.Select or tp is t.Not or tp is t.BitwiseNot:
                 if tp is t.Select and is_float(dtype_of(x)):
                     leaf.float_cmp_select_minmax += 1

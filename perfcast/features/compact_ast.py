@@ -46,8 +46,16 @@ LEAF_FEATURES = (
     "is_init",  # 1 for a reduction block's init store
     "store_contiguous",  # 1 if the store's last index moves by exactly 1 when the innermost loop var does
     "log2p1_store_stride",  # log2(1 + |that change|) (0 when unknown)
+    # loads' access pattern along the innermost loop: how far (bytes) each load's flattened address moves when the
+    # innermost loop var goes 0 -> 1 (a perfcast addition; CDMPP's "buffer touch patterns" name no formula)
+    "log2p1_max_load_stride_bytes",  # log2(1 + the largest |move| over the leaf's loads) (0: no load, unknown)
+    "load_stride_pow2",  # over loads moving >= 64 bytes (a new cache line per iteration): the largest k <= 16 with
+    # 2^k dividing the move. Large k = the loads fall into few cache sets (a 2 KiB stride uses 2 of L1's 64 sets,
+    # 4 KiB one): conflict misses that a plain stride does not show. 0 when no load moves that far.
 )
-D = len(LEAF_FEATURES)  # 30
+D = len(LEAF_FEATURES)  # 32
+STRIDE_LINE_BYTES = 64
+STRIDE_POW2_CAP = 16
 THETA = 10000.0
 
 
@@ -87,26 +95,29 @@ def leaf_vector(leaf) -> list[float]:
         return [float(len(sel)), lg(math.prod(sel))]
 
     stride = leaf.stride
+    moves = [abs(x) for x in leaf.load_strides]
+    far = [min((x & -x).bit_length() - 1, STRIDE_POW2_CAP) for x in moves if x >= STRIDE_LINE_BYTES]
     row = [leaf.float_add_sub, leaf.float_mul, leaf.float_div_mod, leaf.float_exp_log, leaf.float_math_other,
            leaf.float_cmp_select_minmax, leaf.int_ops,
            leaf.n_loads, 1, leaf.bytes_read, leaf.bytes_written, len(leaf.buffers),
            len(loops), lg(math.prod(x.extent for x in loops)), *inner,
            *kind(FOR_VECTORIZED), *kind(FOR_UNROLLED), *kind(FOR_PARALLEL), *kind(FOR_THREAD),
            math.log2(1 + max((x.auto_unroll for x in loops), default=0)),
-           float(leaf.is_init), float(stride == 1), math.log2(1 + abs(stride)) if stride is not None else 0.0]
+           float(leaf.is_init), float(stride == 1), math.log2(1 + abs(stride)) if stride is not None else 0.0,
+           math.log2(1 + max(moves, default=0)), float(max(far, default=0))]
     return [float(x) for x in row]
 
 
 @register
 class CompactASTExtractor(FeatureExtractor):
-    """CDMPP compact AST of a program -> float64 array of shape (n_leaves, 30).
+    """CDMPP compact AST of a program -> float64 array of shape (n_leaves, 32).
 
-    Row i is leaf i's computation vector (columns `LEAF_FEATURES`, D = 30) plus the sinusoidal positional
+    Row i is leaf i's computation vector (columns `LEAF_FEATURES`, D = 32) plus the sinusoidal positional
     encoding of its ordering-vector entry (theta = 10000, d = D). `compact_ast(program)` returns the pieces.
     """
 
     name = "compact_ast"
-    version = 1
+    version = 2  # 2: the two load-stride columns
     ndim = 2
 
     def feature_names(self) -> list[str]:

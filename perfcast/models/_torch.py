@@ -140,6 +140,8 @@ class TorchCostModel(CostModel):
         train = Groups(*self._inputs(X))
         z_all = torch.from_numpy(self.target_.transform(y).astype(np.float32))
         y_all = torch.from_numpy(y.astype(np.float32))
+        w = getattr(self, "_sample_weight", None)
+        w_all = torch.from_numpy(w.astype(np.float32)) if w is not None else None
         val = Groups(*self._inputs(X_val)) if X_val is not None and len(X_val) else None
         loss_fn = make_loss(p["loss"], self.target_, p["loss_lambda"])
         opt = torch.optim.AdamW(self.net_.parameters(), lr=p["lr"], weight_decay=p["weight_decay"])
@@ -156,21 +158,22 @@ class TorchCostModel(CostModel):
             total = 0.0
             for L, seq, vec, idx in train.batches(p["batch_size"], rng):
                 t = torch.from_numpy(idx)
+                wt = w_all[t] if w_all is not None else None
                 if tgt is None:
-                    loss = loss_fn(self.net_(seq, vec), z_all[t], y_all[t])
+                    loss = loss_fn(self.net_(seq, vec), z_all[t], y_all[t], wt)
                 else:  # CDMPP Eq. 7: the task loss plus alpha * CMD(source latents, target latents)
                     if not tgt_batches:
                         tgt_batches = list(tgt.batches(p["batch_size"], rng))
                     _, tseq, tvec, _ = tgt_batches.pop()
                     z = self.net_.encode(seq, vec)
-                    loss = loss_fn(self.net_.decode(z), z_all[t], y_all[t]) + \
+                    loss = loss_fn(self.net_.decode(z), z_all[t], y_all[t], wt) + \
                         p["cmd_alpha"] * cmd(z, self.net_.encode(tseq, tvec), p["cmd_moments"])
                 opt.zero_grad()
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(self.net_.parameters(), 5.0)
                 opt.step()
                 sched.step()
-                total += float(loss.detach()) * len(idx)
+                total += float(loss.detach()) * len(idx)  # per-batch weighted mean, reported unweighted
             score = float(np.mean(np.abs(self._predict_groups(val) - y_val) / y_val)) if val else total / len(y)
             history.append({"epoch": epoch, "train_loss": total / len(y), "val_mape": score if val else None})
             if p["verbose"]:

@@ -34,16 +34,23 @@ class CostModel:
     def get_params(self) -> dict:
         return dict(self.params)
 
-    def fit(self, X, y, X_val=None, y_val=None, X_target=None) -> "CostModel":
+    def fit(self, X, y, X_val=None, y_val=None, X_target=None, sample_weight=None) -> "CostModel":
         """`X_target`: unlabeled programs of the domain to predict (other networks, another device); models that
-        support it (cdmpp, mlp with `cmd_alpha` > 0) pull their latent distribution towards it (CDMPP Eq. 6-7)."""
+        support it (cdmpp, mlp with `cmd_alpha` > 0) pull their latent distribution towards it (CDMPP Eq. 6-7).
+        `sample_weight`: (n,) non-negative weight of each training program in the loss (scikit-learn's meaning),
+        rescaled to mean 1; None weighs all alike."""
         y = _check_targets(y, len(X)) / self.scale(X)
         if X_val is not None:
             y_val = _check_targets(y_val, len(X_val)) / self.scale(X_val)
         if X_target is not None and len(X_target):
             self._X_target = X_target
-        self._fit(X, y, X_val, y_val)
-        self.__dict__.pop("_X_target", None)
+        if sample_weight is not None:
+            self._sample_weight = _check_weights(sample_weight, len(X))
+        try:
+            self._fit(X, y, X_val, y_val)
+        finally:
+            self.__dict__.pop("_X_target", None)
+            self.__dict__.pop("_sample_weight", None)
         self.n_train_ = len(X)
         return self
 
@@ -97,6 +104,19 @@ def _check_targets(y, n: int) -> np.ndarray:
         raise PerfcastError(f"latency {float(y[bad][0])!r} at index {int(np.argmax(bad))} is not a positive number of "
                             "seconds; train on records with status ok")
     return y
+
+
+def _check_weights(w, n: int) -> np.ndarray:
+    w = np.asarray(w, dtype=np.float64).reshape(-1)
+    if len(w) != n:
+        raise PerfcastError(f"{n} programs but {len(w)} sample weights; pass one weight per program")
+    bad = ~np.isfinite(w) | (w < 0)
+    if bad.any():
+        raise PerfcastError(f"sample weight {float(w[bad][0])!r} at index {int(np.argmax(bad))} is not a finite "
+                            "non-negative number")
+    if w.sum() <= 0:
+        raise PerfcastError("every sample weight is 0; give at least one training program a positive weight")
+    return w * (n / w.sum())
 
 
 _REGISTRY: dict[str, type[CostModel]] = {}

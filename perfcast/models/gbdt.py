@@ -42,7 +42,7 @@ class _GBDT(CostModel):
         self.target_ = TargetTransform(self.params["target"]).fit(y)
         dev = self.params["use_device"]
         val = None if X_val is None else (store_matrix(X_val, dev), self.target_.transform(y_val))
-        self._fit_trees(store_matrix(X, dev), self.target_.transform(y), val)
+        self._fit_trees(store_matrix(X, dev), self.target_.transform(y), val, getattr(self, "_sample_weight", None))
 
     def _predict(self, X) -> np.ndarray:
         return self.target_.inverse(self._raw_predict(store_matrix(X, self.params["use_device"])))
@@ -54,7 +54,7 @@ class XGBModel(_GBDT):
 
     name = "xgb"
 
-    def _fit_trees(self, A, z, val) -> None:
+    def _fit_trees(self, A, z, val, w) -> None:
         import xgboost as xgb
 
         p = self.params
@@ -63,7 +63,7 @@ class XGBModel(_GBDT):
             subsample=p["subsample"], colsample_bytree=p["colsample"], random_state=p["seed"],
             n_jobs=p["threads"] or None, tree_method="hist",
             early_stopping_rounds=p["early_stopping"] if val is not None else None)
-        self.booster_.fit(A, z, eval_set=[val] if val is not None else None, verbose=False)
+        self.booster_.fit(A, z, sample_weight=w, eval_set=[val] if val is not None else None, verbose=False)
 
     def _raw_predict(self, A) -> np.ndarray:
         return self.booster_.predict(A)
@@ -86,11 +86,11 @@ class LGBMModel(_GBDT):
 
     name = "lgbm"
 
-    def _fit_trees(self, A, z, val) -> None:
+    def _fit_trees(self, A, z, val, w) -> None:
         import lightgbm as lgb
 
         p = self.params
-        train = lgb.Dataset(A, z)
+        train = lgb.Dataset(A, z, weight=w)
         sets = [lgb.Dataset(val[0], val[1], reference=train)] if val is not None else []
         params = {"objective": "regression", "learning_rate": p["learning_rate"], "max_depth": p["max_depth"],
                   "num_leaves": min(2 ** p["max_depth"] - 1, 255), "bagging_fraction": p["subsample"],

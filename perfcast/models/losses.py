@@ -13,7 +13,8 @@ LOSSES = ("mse+mape", "mse", "mape", "mspe", "log_mse")
 
 
 def make_loss(name: str, transform, lam: float = 1.0):
-    """loss(z_hat, z, y) -> scalar tensor; `transform` is the fitted TargetTransform."""
+    """loss(z_hat, z, y, w=None) -> scalar tensor; `transform` is the fitted TargetTransform, `w` optional
+    per-sample weights (mean 1 over the training set): each term is a weighted mean."""
     import torch
 
     if name not in LOSSES:
@@ -22,15 +23,16 @@ def make_loss(name: str, transform, lam: float = 1.0):
     def rel(z_hat, y):
         return (transform.inverse_torch(z_hat) - y) / y
 
-    def loss(z_hat, z, y):
+    def loss(z_hat, z, y, w=None):
+        mean = torch.mean if w is None else (lambda t: torch.sum(w * t) / torch.sum(w))
         if name == "mse":
-            return torch.mean((z_hat - z) ** 2)
+            return mean((z_hat - z) ** 2)
         if name == "mape":
-            return torch.mean(torch.abs(rel(z_hat, y)))
+            return mean(torch.abs(rel(z_hat, y)))
         if name == "mspe":
-            return torch.mean(rel(z_hat, y) ** 2)
+            return mean(rel(z_hat, y) ** 2)
         if name == "log_mse":
-            return torch.mean((torch.log(transform.inverse_torch(z_hat)) - torch.log(y)) ** 2)
-        return torch.mean((z_hat - z) ** 2) + lam * torch.mean(torch.abs(rel(z_hat, y)))
+            return mean((torch.log(transform.inverse_torch(z_hat)) - torch.log(y)) ** 2)
+        return mean((z_hat - z) ** 2) + lam * mean(torch.abs(rel(z_hat, y)))
 
     return loss
