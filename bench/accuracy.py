@@ -7,9 +7,9 @@ this process, scored on the same held-out programs.
 `--models` is a comma-separated list of columns, each a model name with optional parameters
 (`xgb:target_scale=work`); `--param` sets parameters of the `cdmpp` column. `default_weight=W` in a column spec
 is not a model parameter but the training option of `perfcast train --default-weight` (TVM default kernels weigh W
-times a random schedule in the loss; default 10, as for the bundled model): `ensemble:default_weight=1`. A column `cdmpp+cmd` is CDMPP's
-cross-model setting, in which the held-out networks' programs (not their latencies) are known during training and
-the latents of training and held-out programs are aligned by CMD.
+times a random schedule in the loss; default 10, as for the bundled model): `ensemble:default_weight=1`. A column
+`cdmpp+cmd` is CDMPP's cross-model setting, in which the held-out networks' programs (not their latencies) are known
+during training and the latents of training and held-out programs are aligned by CMD.
 
 With `by_network` the test programs are those of resnet50, mobilenet_v2 and bert_tiny's tasks, none of which (nor
 any task they share with other networks) reaches training. Prints a per-network MAPE table, the overall MAPE,
@@ -26,17 +26,17 @@ import time
 MODELS = "ensemble,cdmpp,mlp,xgb,lgbm"
 
 
-def column(spec: str, cdmpp_params: dict) -> tuple[str, dict, bool, float]:
-    from perfcast.eval.workflow import DEFAULT_WEIGHT
-
-    """(model, parameters, transductive, default weight) of a column spec `NAME[:KEY=VALUE...]` or `cdmpp+cmd`."""
+def column(spec: str, cdmpp_params: dict) -> tuple[str, dict, bool, float | None]:
+    """(model, parameters, transductive, default weight or None) of a column spec `NAME[:KEY=VALUE...]` or
+    `cdmpp+cmd`."""
     from perfcast.cli.model_cmd import _parse_params
 
     name, *kvs = spec.split(":")
     model = name.split("+")[0]
     params = dict(cdmpp_params) if model == "cdmpp" else {}
     params.update(_parse_params(kvs))
-    return model, params, name.endswith("+cmd"), float(params.pop("default_weight", DEFAULT_WEIGHT))
+    weight = params.pop("default_weight", None)
+    return model, params, name.endswith("+cmd"), None if weight is None else float(weight)
 
 
 def main() -> None:

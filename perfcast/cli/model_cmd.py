@@ -77,9 +77,9 @@ def train(
     out: str = typer.Option(..., help="directory to save the trained model to"),
     param: Optional[List[str]] = typer.Option(None, help="model parameter KEY=VALUE (repeatable)"),
     seed: int = typer.Option(0, help="seeds the split and the model"),
-    default_weight: float = typer.Option(10.0, help="loss weight of a TVM default kernel relative to a random "
-                                                    "schedule (1: all alike; more favours whole networks compiled "
-                                                    "without tuning)"),
+    default_weight: Optional[float] = typer.Option(None, help="loss weight of a TVM default kernel relative to a "
+                                                              "random schedule (default 10; 1: all alike; more "
+                                                              "favours whole networks compiled without tuning)"),
     json_out: bool = typer.Option(False, "--json", help="print the result as JSON"),
 ) -> None:
     from ..eval.workflow import train as run

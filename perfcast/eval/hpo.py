@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .workflow import load_data, make_split
+from .workflow import DEFAULT_WEIGHT, load_data, make_split, sample_weights
 
 SPACE = {
     "d_model": [32, 64, 128],
@@ -35,6 +35,7 @@ def search(data=None, trials: int = 20, split: str = "by_network", seed: int = 0
     sp = make_split(df, split, seed, None)
     y = df["latency_s"].to_numpy()
     Xtr, Xva = X.take(sp.train), X.take(sp.val)
+    w = sample_weights(df.iloc[sp.train], DEFAULT_WEIGHT)  # the recipe `perfcast train` uses
 
     def objective(trial):
         params = {}
@@ -43,7 +44,8 @@ def search(data=None, trials: int = 20, split: str = "by_network", seed: int = 0
                 params[k] = trial.suggest_categorical(k, v)
             else:
                 params[k] = trial.suggest_float(k, *v, log=True)
-        m = get_model("cdmpp", epochs=epochs, seed=seed, **params).fit(Xtr, y[sp.train], Xva, y[sp.val])
+        m = get_model("cdmpp", epochs=epochs, seed=seed, **params).fit(Xtr, y[sp.train], Xva, y[sp.val],
+                                                                      sample_weight=w)
         return float(np.mean(np.abs(m.predict(Xva) - y[sp.val]) / y[sp.val]))
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)

@@ -19,9 +19,7 @@ from .metrics import summarize
 from .splits import get_split
 
 HELD_OUT = ("resnet50", "mobilenet_v2", "bert_tiny")
-# loss weight of a TVM default-pipeline kernel relative to a random schedule (see `train`); the bundled model's
-# by_network figures with 1 -> 10: whole-network error with default kernels resnet50 -10.3 -> -5.8 %, mobilenet_v2
-# -6.8 -> +3.4 %, kernel MAPE 35.9 -> 36.5 % (README)
+# loss weight of a TVM default-pipeline kernel relative to a random schedule (see `train`; its effect: README, Models)
 DEFAULT_WEIGHT = 10.0
 
 
@@ -58,7 +56,7 @@ def scores(df, y, pred, idx, networks=None) -> dict:
 
 def train(data=None, model: str = "cdmpp", split: str = "by_network", out=None, params: dict | None = None,
           split_params: dict | None = None, seed: int = 0, progress: bool = True, loaded=None,
-          transductive: bool = False, default_weight: float = DEFAULT_WEIGHT) -> dict:
+          transductive: bool = False, default_weight: float | None = None) -> dict:
     """Fit `model` on the split's training part (validation part for early stopping), score it on the test part,
     save it to `out` (when given). Returns {"model", "split", "sizes", "test": scores, "path"}.
 
@@ -68,13 +66,15 @@ def train(data=None, model: str = "cdmpp", split: str = "by_network", out=None, 
 
     `default_weight` weighs each TVM default-pipeline kernel in the training loss that many times a random
     schedule (`sample_weights`): a network compiled without tuning runs exactly those kernels, one per task among
-    ~100 random schedules, so at weight 1 the loss hardly sees them (7 % of the bundled training records)."""
+    ~100 random schedules, so at weight 1 the loss hardly sees them (7 % of the bundled training records).
+    None: `DEFAULT_WEIGHT`."""
     from ..models import get_model
 
     params = dict(params or {})
     if "seed" not in params:
         params["seed"] = seed
     m = get_model(model, **params)  # a bad model name, parameter or weight fails before the data is loaded
+    default_weight = DEFAULT_WEIGHT if default_weight is None else float(default_weight)
     check_default_weight(default_weight)
     ds, df, X = loaded if loaded is not None else load_data(data, progress=progress)
     sp = make_split(df, split, seed, split_params)
