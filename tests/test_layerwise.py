@@ -3,6 +3,7 @@ model selection, energy, save/load, and the real path (measure a layer suite, tr
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -53,6 +54,32 @@ def test_same_padding_follows_tensorflow():
     assert dense.flops() == 2 * 32 * 10 and dense.nbytes() == 4 * (32 + 320 + 10)
 
 
+def test_dense_with_a_token_axis_is_a_matmul_over_the_tokens():
+    tok = parse_config("t", {"units": 48, "input shape": [None, 7, 32], "use_bias": True, "workload": "dense"})
+    assert tok.in_shape == (7, 32) and tok.rows == 7 and tok.bias
+    assert tok.flops(batch=2) == 2 * 14 * 32 * 48
+    assert tok.nbytes() == 4 * (7 * 32 + 32 * 48 + 7 * 48 + 48)
+    assert tok.layer(batch=2) == Layer("dense", 14, 32, out_c=48, epilogue_ops=1)
+    with pytest.raises(PerfcastError, match=r"dense input shape \[None, 2, 7, 32\] has more than one axis"):
+        parse_config("x", {"units": 4, "input shape": [None, 2, 7, 32], "workload": "dense"})
+
+
+def test_the_token_dense_suite_is_what_its_script_writes_and_leaves_the_test_networks_out():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("mk", Path(__file__).parents[1] / "scripts" /
+                                                  "make_token_dense_suite.py")
+    mk = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mk)
+    shipped = Path(__file__).parents[1] / "perfcast" / "layerwise" / "suites" / "token_dense.json"
+    assert json.loads(shipped.read_text()) == mk.configs()
+    layers = load_suite(f"layers:{shipped}")
+    assert len(layers) == mk.N_LAYERS == 240  # none dropped as a duplicate or too big
+    assert all(lc.flops() <= mk.MAX_FLOPS for lc in layers)
+    shapes = {(lc.rows, lc.in_shape[-1], lc.out_channels) for lc in layers}
+    assert not shapes & {(128, 128, 128), (128, 128, 512), (128, 512, 128)}  # bert_tiny's
+
+
 def test_load_suite_drops_duplicates_and_empty_outputs_and_samples(tmp_path):
     f = tmp_path / "cfg.json"
     f.write_text(json.dumps(CONFIGS))
@@ -80,7 +107,8 @@ def test_layer_of_tir_reads_the_hyper_parameters_back():
               LayerConfig("l", "conv2d", (4, 9, 9), 8, (3, 3), (1, 1), (2, 2), 1, "valid"),
               LayerConfig("m", "max_pool2d", (3, 8, 8), 3, (2, 2), (2, 2)),
               LayerConfig("a", "avg_pool2d", (2, 6, 6), 2, (3, 3), (1, 1), padding="same"),
-              LayerConfig("fc", "dense", (32,), 10)]
+              LayerConfig("fc", "dense", (32,), 10),
+              LayerConfig("tok", "dense", (5, 24), 12, bias=True)]
     got = sorted((layer_of_tir(f) for f in _legalized(layers)), key=lambda x: (x.layer_type, x.in_c))
     want = sorted([
         Layer("conv2d", 1, 4, 9, 9, 16, 4, 4, 3, 3, 2, 2, 1, 1, 1),  # padded input 8+0+1, 7+1+1
@@ -89,6 +117,7 @@ def test_layer_of_tir_reads_the_hyper_parameters_back():
         Layer("max_pool2d", 1, 3, 8, 8, 3, 4, 4, 2, 2, 2, 2),
         Layer("avg_pool2d", 1, 2, 8, 8, 2, 6, 6, 3, 3, 1, 1),
         Layer("dense", 1, 32, out_c=10),
+        Layer("dense", 5, 24, out_c=12, epilogue_ops=1),
     ], key=lambda x: (x.layer_type, x.in_c))
     assert got == want
     # the same layers computed from the configs alone (how a suite's layers are matched without TVM)

@@ -8,6 +8,11 @@ and input/output shapes (`TVM_Profiler/configs/*.json`, entries like
 layer is an independent call on its own input (NCHW, float32, the layout the zoo's torch networks lower to), so
 `perfcast collect --network layers:FILE.json@N` measures each layer's TVM default kernel like any network task.
 
+A dense layer whose Keras input shape has a token axis (`"input shape": [None, 128, 512]`, how a Transformer's
+projections and FFN apply `Dense` to a sequence) is a matmul of `tokens x features` by `features x units`, plus a
+bias add when the config says `"use_bias": true` (the `fused_matmul_add` kernels of BERT / GPT-2 / ViT).
+`perfcast/layerwise/suites/token_dense.json` is such a suite (written by `bench/make_token_dense_suite.py`).
+
 Network string: `layers:PATH.json[@N]` — N layers sampled (seeded, without replacement) from the file; layers whose
 output would be empty, whose FLOPs exceed `MAX_FLOPS` or whose tensors exceed `MAX_BYTES` are skipped (an untuned
 default kernel of a VGG-sized layer runs for seconds and would dominate a collection).
@@ -36,13 +41,19 @@ class LayerConfig:
 
     name: str
     kind: str
-    in_shape: tuple[int, ...]  # (C, H, W) for conv/pool, (features,) for dense
+    in_shape: tuple[int, ...]  # (C, H, W) for conv/pool, (features,) or (tokens, features) for dense
     out_channels: int = 0  # conv filters or dense units
     kernel: tuple[int, int] = (1, 1)
     strides: tuple[int, int] = (1, 1)
     dilation: tuple[int, int] = (1, 1)
     groups: int = 1
     padding: str = "valid"  # Keras: "valid" or "same"
+    bias: bool = False  # dense only: a bias add fused after the matmul
+
+    @property
+    def rows(self) -> int:
+        """Dense: matmul rows per batch element (the token count; 1 without a token axis)."""
+        return math.prod(self.in_shape[:-1])
 
     def pads(self) -> tuple[int, int, int, int]:
         """(top, left, bottom, right): TensorFlow's "same" padding (the extra row/column goes bottom/right)."""
@@ -63,7 +74,7 @@ class LayerConfig:
 
     def flops(self, batch: int = 1) -> float:
         if self.kind == "dense":
-            return 2.0 * batch * self.in_shape[0] * self.out_channels
+            return 2.0 * batch * self.rows * self.in_shape[-1] * self.out_channels
         oh, ow = self.out_hw()
         if self.kind == "conv2d":
             cin = self.in_shape[0] // self.groups
@@ -73,7 +84,8 @@ class LayerConfig:
     def nbytes(self, batch: int = 1) -> int:
         """float32 bytes of input, weights and output."""
         if self.kind == "dense":
-            return 4 * (batch * self.in_shape[0] + self.in_shape[0] * self.out_channels + batch * self.out_channels)
+            m, f, u = batch * self.rows, self.in_shape[-1], self.out_channels
+            return 4 * (m * f + f * u + m * u + (u if self.bias else 0))
         c, h, w = self.in_shape
         oh, ow = self.out_hw()
         if self.kind == "conv2d":
@@ -83,7 +95,7 @@ class LayerConfig:
 
     def valid(self) -> bool:
         if self.kind == "dense":
-            return self.in_shape[0] > 0 and self.out_channels > 0
+            return min(self.in_shape) > 0 and self.out_channels > 0
         return min(self.out_hw()) >= 1 and self.in_shape[0] % self.groups == 0
 
 
@@ -93,7 +105,8 @@ class LayerConfig:
         from .layer import Layer, conv_type
 
         if self.kind == "dense":
-            return Layer("dense", batch, self.in_shape[0], out_c=self.out_channels)
+            return Layer("dense", batch * self.rows, self.in_shape[-1], out_c=self.out_channels,
+                         epilogue_ops=int(self.bias))
         c, h, w = self.in_shape
         t, left, b, r = self.pads()
         oh, ow = self.out_hw()
@@ -117,7 +130,11 @@ def parse_config(name: str, cfg: dict) -> LayerConfig:
     work = str(cfg.get("workload", ""))
     shape = [int(x) for x in cfg["input shape"][1:]]
     if work == "dense" or "units" in cfg:
-        return LayerConfig(name, "dense", (shape[-1],), out_channels=int(cfg["units"]))
+        if len(shape) > 2:
+            raise PerfcastError(f"layer {name!r}: dense input shape {cfg['input shape']} has more than one axis "
+                                "before the features; use [None, features] or [None, tokens, features]")
+        return LayerConfig(name, "dense", tuple(shape), out_channels=int(cfg["units"]),
+                           bias=bool(cfg.get("use_bias", False)))
     h, w, c = shape
     if "pool_size" in cfg:
         # rand_pool.json names its layers random_avg_pool_* / random_max_pool_* with the workloads swapped
@@ -161,7 +178,8 @@ def load_suite(network: str, seed: int = 0) -> list[LayerConfig]:
             lc = parse_config(name, cfg)
         except (KeyError, TypeError, ValueError) as e:
             raise PerfcastError(f"layer {name!r} in {path.name} is malformed ({type(e).__name__}: {e})") from None
-        sig = (lc.kind, lc.in_shape, lc.out_channels, lc.kernel, lc.strides, lc.dilation, lc.groups, lc.pads())
+        sig = (lc.kind, lc.in_shape, lc.out_channels, lc.kernel, lc.strides, lc.dilation, lc.groups, lc.pads(),
+               lc.bias)
         if sig in seen or not lc.valid() or lc.flops() > MAX_FLOPS or lc.nbytes() > MAX_BYTES:
             continue
         seen.add(sig)
@@ -182,10 +200,15 @@ def suite_to_relax(layers: list[LayerConfig], batch_size: int = 1):
     params, calls = [], []
     for i, lc in enumerate(layers):
         if lc.kind == "dense":
-            x = relax.Var(f"x{i}", relax.TensorType((batch_size, lc.in_shape[0]), "float32"))
-            w = relax.Var(f"w{i}", relax.TensorType((lc.in_shape[0], lc.out_channels), "float32"))
+            x = relax.Var(f"x{i}", relax.TensorType((batch_size * lc.rows, lc.in_shape[-1]), "float32"))
+            w = relax.Var(f"w{i}", relax.TensorType((lc.in_shape[-1], lc.out_channels), "float32"))
             params += [x, w]
-            calls.append(lambda x=x, w=w: relax.op.matmul(x, w))
+            if lc.bias:
+                b = relax.Var(f"b{i}", relax.TensorType((lc.out_channels,), "float32"))
+                params.append(b)
+                calls.append(lambda x=x, w=w, b=b: relax.op.add(bb.emit(relax.op.matmul(x, w)), b))
+            else:
+                calls.append(lambda x=x, w=w: relax.op.matmul(x, w))
             continue
         x = relax.Var(f"x{i}", relax.TensorType((batch_size, *lc.in_shape), "float32"))
         params.append(x)
