@@ -11,7 +11,7 @@ layer is an independent call on its own input (NCHW, float32, the layout the zoo
 A dense layer whose Keras input shape has a token axis (`"input shape": [None, 128, 512]`, how a Transformer's
 projections and FFN apply `Dense` to a sequence) is a matmul of `tokens x features` by `features x units`, plus a
 bias add when the config says `"use_bias": true` (the `fused_matmul_add` kernels of BERT / GPT-2 / ViT).
-`perfcast/layerwise/suites/token_dense.json` is such a suite (written by `bench/make_token_dense_suite.py`).
+`perfcast/layerwise/suites/token_dense.json` is such a suite (written by `scripts/make_token_dense_suite.py`).
 
 Network string: `layers:PATH.json[@N]` — N layers sampled (seeded, without replacement) from the file; layers whose
 output would be empty, whose FLOPs exceed `MAX_FLOPS` or whose tensors exceed `MAX_BYTES` are skipped (an untuned
