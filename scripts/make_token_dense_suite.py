@@ -1,8 +1,8 @@
 """Write `perfcast/layerwise/suites/token_dense.json`: Transformer-style dense layers (a matmul over a token axis).
 
 Why: TVM's default (untuned) kernel of a `[tokens, features] x [features, units]` matmul walks the weight's column
-with a stride of one row, and its time per FLOP varies with the widths (cache sets, TLB, prefetch; 0.31–4.5 ns/FLOP over this suite on
-the AMD EPYC, measured in the ninth data round), which the
+with a stride of one row, and its time per FLOP varies with the widths (cache sets, TLB, prefetch; 0.31–4.5
+ns/FLOP over this suite on the AMD EPYC, measured in the ninth data round), which the
 zoo shows only a few times (one FFN per Transformer). This suite gives the predictor and the layerwise models many
 such kernels: token counts of common sequence / patch lengths, widths of common hidden sizes, in the relations a
 Transformer uses (projection F->F, fused QKV F->3F, FFN F->4F and 4F->F) plus free pairs, half with a fused bias add.
