@@ -37,6 +37,8 @@ def main() -> None:
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
 
+    from perfcast.devices import get_device
+    from perfcast.devices.base import device_key
     from perfcast.eval.metrics import mape
     from perfcast.eval.workflow import _default_split, load_data, make_split
     from perfcast.models import load_model
@@ -46,8 +48,9 @@ def main() -> None:
     name, params, seed = _default_split(m, ds)
     sp = make_split(df, name, seed, params)  # the whole dataset, so the parts are the ones the model was trained with
     y = df["latency_s"].to_numpy()
-    keys = df["device_key"][df["device_id"] == a.device]
-    key = keys.mode().iloc[0] if a.device in set(df["device_id"]) else a.device  # `local`: this machine's records
+    key = a.device if a.device in set(df["device_key"]) else device_key(get_device(a.device))  # `local`: this CPU's
+    if key not in set(df["device_key"]):
+        raise SystemExit(f"the dataset has no records of {key!r}; known: {sorted(set(df['device_key']))}")
     on_dev = (df["device_key"] == key).to_numpy()
     default = (df["schedule_kind"] == "default").to_numpy()
     out = {"model": m.name, "split": name, "device_key": key, "groups": {}}

@@ -155,11 +155,11 @@ def _plot(out, path) -> None:
     n = len(out["targets"])
     fig, axes = plt.subplots(1, n, figsize=(4.5 * n, 3.8), squeeze=False)
     for ax, (tgt, res) in zip(axes[0], out["targets"].items()):
-        for m in out["methods"]:
+        for i, m in enumerate(out["methods"]):  # one colour per method; solid kmeans, dashed random
             for sampler, style in (("kmeans", "-"), ("random", "--")):
                 ks = [k for k in out["ks"] if any(r["k"] == k for r in res["runs"])]
                 ax.plot(ks, [100 * _mean([r for r in res["runs"] if r["k"] == k], method=m, sampler=sampler)
-                             for k in ks], style, marker="o", label=f"{m} ({sampler})")
+                             for k in ks], style, color=f"C{i}", marker="o", label=f"{m} ({sampler})")
         ax.axhline(100 * res["base_mape"], color="grey", lw=1, label="no adaptation")
         ax.set_xscale("log")
         ax.set_xticks(out["ks"], [str(k) for k in out["ks"]])
@@ -167,7 +167,7 @@ def _plot(out, path) -> None:
         ax.set_xlabel("tasks measured on the target (K)")
         ax.set_ylabel("MAPE on the target's other tasks (%)")
         ax.set_title(f"{tgt.split('@')[0]} @ {tgt.split('/')[-1]}", fontsize=9)
-    axes[0][0].legend(fontsize=7)
+    axes[0][0].legend(fontsize=7, ncol=2)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 

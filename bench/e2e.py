@@ -35,6 +35,7 @@ def main() -> None:
     a = ap.parse_args()
 
     from perfcast.e2e import predict_network
+    from perfcast.errors import PerfcastError
     from perfcast.e2e.schedules import tune_network
 
     out = {}
@@ -58,16 +59,23 @@ def main() -> None:
                 "scheduled_kernels": r["scheduled_kernels"], "measured_kernels_sum_s": r["measured_kernels_sum_s"],
                 "worst_kernel": r["outliers"][0] if r["outliers"] else None, "memory": r["memory"]}
             if sched == "default":
-                lw = predict_network(net, a.batch_size, "local", a.model, schedules=spec, method="layerwise",
-                                     layerwise_model=a.layerwise_model)
-                o["layerwise"] = {"predicted_s": lw["predicted_s"], "error": lw["predicted_s"] / r["measured_s"] - 1,
-                                  "share": lw["layerwise"]["share"], "kernels": lw["layerwise"]["kernels"]}
+                try:
+                    lw = predict_network(net, a.batch_size, "local", a.model, schedules=spec, method="layerwise",
+                                         layerwise_model=a.layerwise_model)
+                except PerfcastError as e:  # e.g. the layerwise model has no data of this CPU: say so, go on
+                    o["layerwise_skipped"] = str(e)
+                else:
+                    o["layerwise"] = {"predicted_s": lw["predicted_s"],
+                                      "error": lw["predicted_s"] / r["measured_s"] - 1,
+                                      "share": lw["layerwise"]["share"], "kernels": lw["layerwise"]["kernels"]}
             if not a.json:
                 print(f"{net:13s} {sched:8s} {o['kernels']:3d} kernels ({o['scheduled_kernels']:3d} scheduled)  "
                       f"predicted {o['predicted_s'] * 1e3:9.2f} ms (plain sum {o['plain_sum_s'] * 1e3:9.2f})  "
                       f"measured {o['measured_s'] * 1e3:9.2f} ms (CV {o['measured_cv']:.1%})  error "
                       f"{o['error']:+.1%}  [kernels timed in the network: {o['measured_kernels_sum_s'] * 1e3:.2f} ms]",
                       flush=True)
+                if "layerwise_skipped" in o:
+                    print(f"{'':22s} layerwise: skipped ({o['layerwise_skipped'].split(';')[0]})", flush=True)
                 if "layerwise" in o:
                     w = o["layerwise"]
                     print(f"{'':22s} layerwise: predicted {w['predicted_s'] * 1e3:9.2f} ms, error {w['error']:+.1%} "
