@@ -35,8 +35,8 @@ def main() -> None:
     a = ap.parse_args()
 
     from perfcast.e2e import predict_network
-    from perfcast.errors import PerfcastError
     from perfcast.e2e.schedules import tune_network
+    from perfcast.errors import PerfcastError
 
     out = {}
     for net in a.networks.split(","):

@@ -3,8 +3,9 @@ explain the difference (AVX-512 gathers / scatters, divides, square roots in the
 
 Why: the same TIR can run several times slower for one code-generation target than another on the same chip, for
 reasons no device specification shows (on an AMD EPYC znver4, `mcpu=znver4` turns TVM's untuned batch-norm loops into
-AVX-512 gathers and scatters and runs them ~9x slower than the `mcpu=znver3` build). The TIR is the task's TVM default
-kernel as recorded in the dataset; arguments are random; timing is TVM's time_evaluator (median of repeats).
+AVX-512 gathers and scatters and runs them 8-9x slower than the `mcpu=znver3` build). The TIR is the task's TVM default
+kernel as recorded in the dataset; each build is the registry's device `local:mcpu=NAME` (all cores), timed with the
+collector's protocol (`perfcast.collect.measure.time_function`: burn-in, repeats, median, CV).
 
     python bench/target_probe.py [--task fused_batch_norm12] [--mcpu znver3,znver4,x86-64] [--data DIR] [--json]
 """
@@ -16,8 +17,6 @@ import collections
 import json
 import re
 from pathlib import Path
-
-import numpy as np
 
 _OPS = ("vgather", "vpgather", "vscatter", "vpscatter", "vdivps", "vsqrtps")
 
@@ -38,23 +37,28 @@ def default_tir(data: str | None, task: str) -> str:
     raise PerfcastError(f"no default kernel of a task named {task!r} in {str(root)!r}; pick a task_name of its records")
 
 
-def probe(tir: str, mcpus: list[str], number: int = 50, repeat: int = 7) -> dict:
+def probe(tir: str, mcpus: list[str]) -> dict:
+    """Per mcpu: the collector's timing (`time_function`: burn-in, repeats, median, CV) of the TIR built for the
+    device `local:mcpu=NAME` of the registry, and the counted vector instructions of its assembly."""
     import tvm
-    from tvm.s_tir import meta_schedule as ms
     from tvm.script import from_source
+
+    from perfcast._tvm.util import arg_shapes, main_func
+    from perfcast.collect.measure import MeasureConfig, make_args, time_function
+    from perfcast.devices import get_device
 
     mod = from_source(tir)
     dev = tvm.cpu(0)
-    rng = np.random.default_rng(0)
-    args = [tvm.runtime.tensor(rng.random([int(s) for s in a.shape]).astype(a.dtype), dev)
-            for a in ms.arg_info.ArgInfo.from_prim_func(mod["main"])]
+    args = make_args(arg_shapes(main_func(mod)), dev)
     out = {}
     for mcpu in mcpus:
-        lib = tvm.build(mod, target=tvm.target.Target({"kind": "llvm", "mcpu": mcpu, "num-cores": 2}))
+        lib = tvm.build(mod, target=get_device(f"local:mcpu={mcpu}").target())
         asm = lib.inspect_source("asm")
         ops = collections.Counter(m.group(1) for m in re.finditer(r"^\s+(v[a-z0-9]+)\s", asm, re.M))
-        lat = lib.time_evaluator("main", dev, number=number, repeat=repeat)(*args).results
-        out[mcpu] = {"median_s": float(np.median(lat)), "cv": float(np.std(lat) / np.mean(lat)),
+        f = lib["main"]
+        res = time_function(lambda n, r: lib.time_evaluator("main", dev, number=n, repeat=r)(*args).results,
+                            lambda: f(*args), MeasureConfig())
+        out[mcpu] = {"median_s": res["latency_s"], "cv": res["latency_cv"],
                      "ops": {k: v for k, v in sorted(ops.items()) if k.startswith(_OPS)}}
     return out
 
@@ -66,14 +70,19 @@ def main() -> None:
     ap.add_argument("--data", default=None, help="dataset directory (default: the bundled one)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
-    res = probe(default_tir(a.data, a.task), a.mcpu.split(","))
+    from perfcast.errors import PerfcastError
+
+    try:
+        res = probe(default_tir(a.data, a.task), a.mcpu.split(","))
+    except PerfcastError as e:  # one line, like the CLI
+        raise SystemExit(f"error: {e}") from None
     if a.json:
         print(json.dumps(res))
         return
     fastest = min(r["median_s"] for r in res.values())
     for mcpu, r in res.items():
-        print(f"{a.task} mcpu={mcpu:10s} {r['median_s'] * 1e6:10.1f} us (CV {r['cv']:.1%}, {r['median_s'] / fastest:.2f}x "
-              f"the fastest)  {r['ops']}")
+        print(f"{a.task} mcpu={mcpu:10s} {r['median_s'] * 1e6:10.1f} us (CV {r['cv']:.1%}, "
+              f"{r['median_s'] / fastest:.2f}x the fastest)  {r['ops']}")
 
 
 if __name__ == "__main__":
