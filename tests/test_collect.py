@@ -78,7 +78,7 @@ def test_parallel_builds_time_one_program_at_a_time(matmul64, target_json):
     results come back in input order, and `quiet` sees every timing (and may ask for it again)."""
     import tvm
 
-    cfg = MeasureConfig(repeats=3, min_repeat_s=0.001, run_timeout_s=3, build_timeout_s=60)
+    cfg = MeasureConfig(repeats=3, min_repeat_s=0.001, run_timeout_s=3, build_timeout_s=60, rounds=1)
     good = tvm.ir.save_json(matmul64)
     calls = []
 
@@ -87,7 +87,7 @@ def test_parallel_builds_time_one_program_at_a_time(matmul64, target_json):
         calls.append([r["status"] for r in rs])
         return measure_all() if len(calls) == 1 else rs
 
-    with IsolatedRunner(1, cfg, workers=2) as runner:
+    with IsolatedRunner(1, cfg, workers=2, per_worker=1) as runner:
         assert runner.slots == 2
         crashed, ok = runner.run_batch([tvm.ir.save_json(_crash_mod()), good], target_json, quiet)
         assert crashed["status"] == "run_error" and "crashed the worker" in crashed["error"]
@@ -101,8 +101,43 @@ def test_parallel_builds_time_one_program_at_a_time(matmul64, target_json):
         a, b = runner.run_batch([good, good], target_json)
         assert a["status"] == b["status"] == "ok"
         assert abs(a["latency_s"] / b["latency_s"] - 1) < 0.5
-        with pytest.raises(ValueError, match="3 programs for 2 workers"):
+        with pytest.raises(ValueError, match="3 programs for 2 slots"):
             runner.run_batch([good] * 3, target_json)
+
+
+def test_timing_rounds_label_the_lowest_round_and_survive_a_crash(matmul64, target_json):
+    """Protocol 2: each program is timed in `rounds` rounds (at least `round_gap_s` apart), labelled with the
+    lowest round median; a crash takes its worker's other programs with it, and they are built again before the
+    next round instead of being lost."""
+    import tvm
+
+    from perfcast.data.schema import MEASURE_PROTOCOL
+
+    cfg = MeasureConfig(repeats=3, min_repeat_s=0.001, run_timeout_s=10, build_timeout_s=60, rounds=3,
+                        round_gap_s=0.2)
+    good, crash = tvm.ir.save_json(matmul64), tvm.ir.save_json(_crash_mod())
+    rounds_seen = []
+
+    def quiet(measure_all):
+        rs = measure_all()
+        rounds_seen.append(len(rs))
+        return rs
+
+    with IsolatedRunner(1, cfg, workers=2, per_worker=2) as runner:
+        assert runner.slots == 4 and runner.protocol == MEASURE_PROTOCOL == 2
+        t0 = time.time()
+        # worker 0 holds programs 0 and 1, worker 1 holds 2 and 3: the crash (1) kills program 0's worker
+        res = runner.run_batch([good, crash, good, good], target_json, quiet)
+        took = time.time() - t0
+    assert [r["status"] for r in res] == ["ok", "run_error", "ok", "ok"]
+    assert all(r["protocol"] == 2 for r in res)
+    assert rounds_seen == [4, 3, 3]  # round 1 times all four (one crashes), rounds 2 and 3 the other three
+    for r in (res[0], res[2], res[3]):
+        assert len(r["round_latencies_s"]) == 3
+        assert r["latency_s"] == min(r["round_latencies_s"])
+        assert 1e-6 < r["latency_s"] < 1e-3
+    assert runner.restarts == 1
+    assert took >= 2 * 0.2  # three rounds of one program are at least two gaps apart
 
 
 def test_build_error_is_a_record_not_a_crash(target_json):
@@ -203,6 +238,71 @@ def test_local_records_of_another_machine_do_not_count_here(tmp_path):
     assert s["devices"] == 2 and s["duplicates"] == 0
     assert sorted(s["ok_records_by_device"].values()) == [6, 6]
     assert DeviceSpec.from_json(moved[0].device_spec_json).name == "Other CPU"
+
+
+def test_records_of_an_older_protocol_are_measured_again_and_superseded(tmp_path):
+    """Programs stored under timing protocol 1 (before the launching thread was pinned) are measured again under
+    protocol 2 with new record ids; readers then see each program once, as its protocol-2 record."""
+    import dataclasses
+
+    from perfcast.collect.collector import CollectConfig, collect
+    from perfcast.data.frame import records_frame
+    from perfcast.data.schema import MeasureRecord, from_row
+    from perfcast.data.store import Dataset
+    from perfcast.data.summary import summarize
+
+    cfg = CollectConfig(networks=("mlp",), device="local:threads=1", programs_per_task=2, check_load=False,
+                        measure=FAST)
+    first = str(tmp_path / "a")
+    collect(cfg, first, log=lambda m: None, progress=False)
+    old = [dataclasses.replace(from_row(MeasureRecord, r), protocol=1, round_latencies_s=(),
+                               record_id=r["record_id"][::-1]) for r in Dataset(first).read("records").to_pylist()]
+    second = str(tmp_path / "b")
+    Dataset(second, create=True).add_records(old)
+    res = collect(cfg, second, log=lambda m: None, progress=False)
+    assert res.measured == 6 and res.skipped_existing == 0  # the same 6 programs, timed again
+    df = records_frame(Dataset(second))
+    assert len(df) == 6 and set(df["protocol"]) == {2}
+    assert sorted(df["program_hash"]) == sorted(r.program_hash for r in old)
+    s = summarize(second)
+    assert (s["records"], s["superseded"], s["duplicates"]) == (6, 6, 0)
+    assert collect(cfg, second, log=lambda m: None, progress=False).measured == 0  # protocol 2 is not redone
+
+
+def test_pin_launcher_moves_the_caller_off_a_pinned_thread_core():
+    """A thread pinned to one core (as TVM pins its pool threads) pushes the calling thread onto the other cores
+    while the pin holds; leaving the block gives the caller its affinity back."""
+    import threading
+
+    from perfcast.collect.affinity import LauncherPin, pinned_pool_cores
+
+    allowed = frozenset(os.sched_getaffinity(0))
+    if len(allowed) < 2:
+        pytest.skip("needs two CPUs")
+    pool_core = max(allowed)
+    ready, done = threading.Event(), threading.Event()
+
+    def pool_thread():
+        os.sched_setaffinity(0, {pool_core})  # pid 0 in a thread: this thread only
+        ready.set()
+        done.wait(10)
+
+    t = threading.Thread(target=pool_thread)
+    t.start()
+    ready.wait(10)
+    try:
+        assert pinned_pool_cores(allowed) == {pool_core}
+        with LauncherPin() as pin:
+            pin.apply()
+            assert os.sched_getaffinity(0) == allowed - {pool_core}
+            assert pin.pinned == allowed - {pool_core}
+        assert os.sched_getaffinity(0) == allowed
+    finally:
+        done.set()
+        t.join()
+    with LauncherPin() as pin:  # no pinned thread left: nothing to do
+        pin.apply()
+        assert pin.pinned is None and os.sched_getaffinity(0) == allowed
 
 
 def _export_unseen_onnx(path):

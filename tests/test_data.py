@@ -115,6 +115,21 @@ def test_reimport_adds_nothing(tuned_db, imported):
     assert len(_records(out)) == res["imported"]
 
 
+def test_import_keys_records_by_the_measured_cpu_like_the_collector(imported):
+    """`local` is another CPU on every machine: an import here must not collide with (or be skipped as) a record of
+    the same program imported or collected on another machine."""
+    from perfcast.collect.collector import record_id
+    from perfcast.devices import get_device
+    from perfcast.devices.base import device_key
+
+    _, out = imported
+    dkey = device_key(get_device(DEVICE))
+    assert dkey.startswith(DEVICE + "@")
+    for rec in _records(out):
+        assert rec.record_id == record_id(rec.workload_key, dkey, rec.program_hash)
+        assert rec.record_id != record_id(rec.workload_key, DEVICE, rec.program_hash)
+
+
 def test_summary_of_the_imported_dataset(imported):
     res, out = imported
     s = summarize(out)

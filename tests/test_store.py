@@ -11,17 +11,19 @@ from perfcast.data.store import Dataset
 from perfcast.errors import PerfcastError
 
 
-def _rec(i: int, status: str = "ok") -> MeasureRecord:
+def _rec(i: int, status: str = "ok", protocol: int = 2, program: int | None = None) -> MeasureRecord:
     lat = (1e-3 * (i + 1), 1.1e-3 * (i + 1), 0.9e-3 * (i + 1))
     ok = status == "ok"
     return MeasureRecord(
-        record_id=f"id{i}", workload_key="k", task_name="t", program_hash=f"h{i}", schedule_kind="random",
+        record_id=f"id{i}", workload_key="k", task_name="t", program_hash=f"h{i if program is None else program}",
+        schedule_kind="random",
         trace_json="[]", tir_script="# tir", device_id="local", device_spec_json="{}", target_json="{}",
         task_weight=2, networks=("a", "b"), status=status, error="" if ok else "boom",
         latencies_s=lat if ok else (), latency_s=sorted(lat)[1] if ok else math.nan,
         latency_min_s=min(lat) if ok else math.nan, latency_max_s=max(lat) if ok else math.nan,
         latency_cv=0.1 if ok else math.nan, number=3, remeasured=False, build_s=0.1, measure_s=0.2,
         tvm_version="0.27", perfcast_version="0.1.0", timestamp="2026-11-22T00:00:00+00:00",
+        protocol=protocol, round_latencies_s=(lat[1], lat[2], lat[0]) if ok and protocol == 2 else (),
     )
 
 
@@ -83,7 +85,7 @@ def test_not_a_dataset_and_schema_mismatch(tmp_path):
     meta = json.loads(marker.read_text())
     meta["schema_version"] = 999
     marker.write_text(json.dumps(meta))
-    with pytest.raises(PerfcastError, match="schema version 999.*re-collect"):
+    with pytest.raises(PerfcastError, match="schema version 999.*reads versions 1, 2.*re-collect"):
         Dataset(tmp_path / "d")
 
 
@@ -124,3 +126,70 @@ def test_merge_writes_small_partitions(tmp_path, monkeypatch):
     dst = Dataset(tmp_path / "dst", create=True)
     assert dst.merge_from(src)["records"] == 5
     assert sorted(pq.ParquetFile(p).metadata.num_rows for p in dst._parts("records")) == [1, 2, 2]
+
+
+def _write_v1_partition(ds: Dataset, recs: list) -> None:
+    """A records partition exactly as perfcast wrote it before schema version 2 (no protocol, no rounds)."""
+    import dataclasses
+
+    import pyarrow as pa
+
+    from perfcast.data.schema import arrow_schema
+
+    v2 = arrow_schema(MeasureRecord)
+    fields = [f for f in v2 if f.name not in ("protocol", "round_latencies_s")]
+    rows = [{k: v for k, v in dataclasses.asdict(r).items() if k not in ("protocol", "round_latencies_s")}
+            | {"schema_version": 1} for r in recs]
+    rows = [{k: list(v) if isinstance(v, tuple) else v for k, v in r.items()} for r in rows]
+    table = pa.Table.from_pylist(rows, schema=pa.schema(fields, metadata={b"perfcast_schema_version": b"1"}))
+    (ds.root / "records").mkdir(exist_ok=True)
+    pq.write_table(table, ds.root / "records" / "part-20261122T000000-v1.parquet")
+
+
+def test_a_version_1_dataset_reads_as_protocol_1_and_takes_new_partitions(tmp_path):
+    ds = Dataset(tmp_path / "d", create=True)
+    marker = tmp_path / "d" / "perfcast_dataset.json"
+    marker.write_text(json.dumps({**json.loads(marker.read_text()), "schema_version": 1}))
+    _write_v1_partition(ds, [_rec(0, protocol=1), _rec(1, protocol=1)])
+    ds = Dataset(tmp_path / "d")  # a version-1 marker is readable
+    t = ds.read("records")
+    assert t.column("protocol").to_pylist() == [1, 1]
+    assert t.column("round_latencies_s").to_pylist() == [[], []]
+    assert ds.read("records", ["protocol", "record_id"]).column_names == ["protocol", "record_id"]
+    assert ds.add_records([_rec(2)]) == 1  # a version-2 partition beside the version-1 one
+    assert json.loads(marker.read_text())["schema_version"] == SCHEMA_VERSION
+    assert sorted(Dataset(tmp_path / "d").read("records", ["protocol"]).column("protocol").to_pylist()) == [1, 1, 2]
+
+
+def test_a_version_1_journal_line_is_recovered_not_dropped(tmp_path):
+    import dataclasses
+
+    ds = Dataset(tmp_path / "d", create=True)
+    old = {k: v for k, v in dataclasses.asdict(_rec(0, protocol=1)).items()
+           if k not in ("protocol", "round_latencies_s")} | {"schema_version": 1}
+    jd = tmp_path / "d" / "journal"
+    jd.mkdir()
+    (jd / "1-old.jsonl").write_text(json.dumps(old) + "\n")
+    assert ds.recover() == 1
+    assert ds.read("records", ["protocol"]).column("protocol").to_pylist() == [1]
+
+
+def test_a_re_measurement_under_a_newer_protocol_supersedes_the_old_record(tmp_path):
+    from perfcast.data.frame import records_frame
+    from perfcast.data.summary import summarize
+
+    import dataclasses
+
+    from perfcast.devices import get_device
+
+    spec = get_device("local:mcpu=x86-64,threads=1").to_json()  # records_frame keys devices by their spec
+    dev = lambda r: dataclasses.replace(r, device_spec_json=spec)  # noqa: E731
+    ds = Dataset(tmp_path / "d", create=True)
+    ds.add_records([dev(_rec(0, protocol=1)), dev(_rec(1, protocol=1))])
+    ds.add_records([dev(_rec(2, protocol=2, program=0))])  # program h0 again, protocol 2: a new record id
+    df = records_frame(ds)
+    assert sorted(zip(df["program_hash"], df["protocol"], df["record_id"])) == [("h0", 2, "id2"), ("h1", 1, "id1")]
+    assert list(records_frame(ds, min_protocol=2)["record_id"]) == ["id2"]
+    s = summarize(str(tmp_path / "d"), plot=str(tmp_path / "h.png"))
+    assert (s["records"], s["superseded"], s["duplicates"]) == (2, 1, 0)
+    assert s["records_by_protocol"] == {"1": 2, "2": 1}

@@ -60,6 +60,8 @@ def summary(
     t.add_row("networks", f"{s['networks']}: {', '.join(s['network_names'])}" if s["networks"] else "0")
     t.add_row("devices", ", ".join(f"{d} ({s['ok_records_by_device'].get(d, 0)} ok)" for d in s["device_ids"]))
     t.add_row("duplicates", str(s["duplicates"]))
+    t.add_row("records by timing protocol", ", ".join(f"{k}: {v}" for k, v in s["records_by_protocol"].items())
+              + (f" ({s['superseded']} superseded by a re-measurement)" if s["superseded"] else ""))
     p = s["programs_per_task"]
     t.add_row("ok programs per task", f"median {_fmt(p['median'])}, min {_fmt(p['min'])}, max {_fmt(p['max'])}")
     lat = s["latency_s"]

@@ -13,6 +13,7 @@ from typing import Callable, Protocol
 class Runner(Protocol):
     restarts: int
     slots: int  # how many programs one `run_batch` call takes
+    protocol: int  # how it times (a key of perfcast.data.schema.PROTOCOLS); recorded with every measurement
 
     def start(self) -> None:
         """Get ready to measure (start worker processes) before the first program."""

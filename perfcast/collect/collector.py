@@ -63,8 +63,11 @@ class CollectResult:
     worker_restarts: int = 0
 
 
-def record_id(workload_key: str, device_id: str, program_hash: str) -> str:
-    return hashlib.sha1(f"{workload_key}|{device_id}|{program_hash}".encode()).hexdigest()[:24]
+def record_id(workload_key: str, device_id: str, program_hash: str, protocol: int = 1) -> str:
+    """The dedup key of one program on one device (device key) under one measurement protocol (a re-measurement
+    under a newer protocol is a new record; readers keep the newest: `perfcast.data.frame.latest_protocol`)."""
+    suffix = f"|p{protocol}" if protocol >= 2 else ""  # protocols 0 and 1: the ids records always had
+    return hashlib.sha1(f"{workload_key}|{device_id}|{program_hash}{suffix}".encode()).hexdigest()[:24]
 
 
 def _now() -> str:
@@ -150,10 +153,13 @@ def collect(cfg: CollectConfig, out: str, log: Callable[[str], None] = print, pr
 
     # a program is measured once per device *and machine*: `local` on another CPU is another device (device_key)
     dkey = device_key(spec)
-    existing = ds.read("records", ["workload_key", "program_hash", "device_spec_json"]).to_pydict()
+    # ... and under a protocol at least as good as this runner's (older measurements are measured again)
+    protocol = runner.protocol
+    existing = ds.read("records", ["workload_key", "program_hash", "device_spec_json", "protocol"]).to_pydict()
     keys = {j: device_key_of_json(j) for j in set(existing["device_spec_json"])}
-    have = {(k, h) for k, h, j in zip(existing["workload_key"], existing["program_hash"],
-                                      existing["device_spec_json"]) if keys[j] == dkey}
+    have = {(k, h) for k, h, j, p in zip(existing["workload_key"], existing["program_hash"],
+                                         existing["device_spec_json"], existing["protocol"])
+            if keys[j] == dkey and p >= protocol}
     count = Counter(k for k, _ in have)
     n = cfg.programs_per_task
     todo = sum(max(0, n - count[k]) for k in tasks)
@@ -223,7 +229,7 @@ def collect(cfg: CollectConfig, out: str, log: Callable[[str], None] = print, pr
                             break
                         results = runner.run_batch([tvm.ir.save_json(p.mod) for p in batch], target_json, quiet)
                         for prog, r in zip(batch, results):
-                            rec = _record(record_id(key, dkey, prog.program_hash), key, task, prog, spec,
+                            rec = _record(record_id(key, dkey, prog.program_hash, protocol), key, task, prog, spec,
                                           spec_json, target_json, nets_of[key], r, tvm_version)
                             journal.append(rec)
                             have.add((key, prog.program_hash))
@@ -285,4 +291,5 @@ def _record(rid, key, task, prog, spec, spec_json, target_json, networks, r, tvm
         number=int(r.get("number", 0)), remeasured=bool(r.get("remeasured", False)),
         build_s=float(r.get("build_s", nan)), measure_s=float(r.get("measure_s", nan)),
         tvm_version=tvm_version, perfcast_version=__version__, timestamp=_now(),
+        protocol=int(r.get("protocol", 1)), round_latencies_s=tuple(r.get("round_latencies_s", ())) if ok else (),
     )

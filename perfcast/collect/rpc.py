@@ -52,6 +52,7 @@ class RPCRunner:
     """Builds programs locally and times them on an RPC server requested from a tracker."""
 
     slots = 1  # one program at a time: the build happens here, the timing on the remote device
+    protocol = 1  # one timing round (perfcast.data.schema.PROTOCOLS)
 
     def __init__(self, spec: DeviceSpec, config: MeasureConfig | None = None, rotate_s: float = 60.0,
                  server_wait_s: float = 20.0):

@@ -7,9 +7,14 @@ goes through it in two requests: `build` (TIR -> LLVM -> machine code, reported 
 attributed to the right phase) and `measure` (the timing protocol of `measure.py`). A worker that dies or exceeds
 its timeout is killed and restarted; its stderr tail becomes the record's error text.
 
-`IsolatedRunner(threads, workers=k)` keeps k workers: a batch of up to k programs is built in parallel (building
-is single-threaded; on this 2-core machine it is ~75 % of a program's cost), then the programs are timed one after
-another while the other workers wait idle on their pipes, so every measurement sees a quiet machine.
+`IsolatedRunner(threads, workers=k, per_worker=m)` keeps k workers, each holding up to m built programs: a batch of
+up to k*m programs is built k at a time (building is single-threaded; on this 2-core machine it is ~75 % of a
+program's cost), then timed one after another while the other workers wait idle on their pipes, so every
+measurement sees a quiet machine. Timing goes in `MeasureConfig.rounds` rounds over the batch: a program's rounds
+are at least `round_gap_s` apart, its label is the lowest round median (measurement protocol 2,
+`perfcast.data.schema.PROTOCOLS`). On a shared cloud host a program runs up to 2x slower for seconds at a time
+while neighbours load the machine (no steal time shows it); the lowest of three rounds a second apart is the
+program's own speed (`python bench/timing_repeatability.py` measures the agreement of two passes).
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ from dataclasses import asdict
 from multiprocessing.connection import Connection
 from typing import Callable
 
+from ..data.schema import MEASURE_PROTOCOL
+from .affinity import LauncherPin
 from .measure import MeasureConfig, make_args, time_function
 
 
@@ -35,9 +42,9 @@ def _serve(rfd: int, wfd: int) -> None:
 
     conn_in, conn_out = Connection(rfd, writable=False), Connection(wfd, readable=False)
     dev = tvm.cpu(0)
-    cached_sig, cached_args = None, None
-    lib = f = mod = None
-    build_s = 0.0
+    args_by_sig: dict[str, list] = {}  # input arrays by argument signature (programs of one task share them)
+    progs: dict[int, tuple] = {}  # slot id -> (lib, main function, module, build seconds)
+    ran: set[int] = set()  # slots whose program ran in this process (a later round may skip the burn-in)
     send = lambda obj: conn_out.send_bytes(json.dumps(obj).encode())  # noqa: E731
     send({"kind": "ready", "pid": os.getpid()})
     while True:
@@ -45,33 +52,42 @@ def _serve(rfd: int, wfd: int) -> None:
             req = json.loads(conn_in.recv_bytes())
         except EOFError:
             return
+        slot = int(req.get("slot", 0))
         if req["op"] == "build":
-            lib = f = None
+            progs.pop(slot, None)
             t0 = time.perf_counter()
             try:
                 mod = tvm.ir.load_json(req["mod_json"])
                 lib = tvm.build(mod, target=tvm.target.Target(json.loads(req["target_json"])))
                 f = lib["main"]  # LLVM's JIT emits the machine code here: part of building, not of timing
             except Exception as e:  # noqa: BLE001 - any TVM build failure is data, not a crash
-                lib = f = None
                 send({"kind": "result", "status": "build_error", "error": _short(e),
                       "build_s": time.perf_counter() - t0})
                 continue
             build_s = time.perf_counter() - t0
+            progs[slot] = (lib, f, mod, build_s)
+            ran.discard(slot)
             send({"kind": "built", "build_s": build_s})
             continue
-        # op == "measure": the program built last
+        # op == "measure": the program built last in this slot
+        build_s = progs[slot][3] if slot in progs else 0.0
         try:
-            if f is None:
-                raise RuntimeError("measure requested before a successful build")
+            if slot not in progs:
+                raise RuntimeError(f"measure requested for slot {slot} before a successful build")
+            lib, f, mod, _ = progs[slot]
             shapes = arg_shapes(main_func(mod))
             sig = json.dumps(shapes)
-            if sig != cached_sig:
-                cached_sig, cached_args = sig, None
-                cached_args = make_args(shapes, dev)
-            args = cached_args
-            res = time_function(lambda n, r: lib.time_evaluator("main", dev, number=n, repeat=r)(*args).results,
-                                lambda: f(*args), MeasureConfig(**req["config"]))
+            if sig not in args_by_sig:
+                if len(args_by_sig) >= 4:
+                    args_by_sig.clear()
+                args_by_sig[sig] = make_args(shapes, dev)
+            args = args_by_sig[sig]
+            cfg = MeasureConfig(**req["config"])
+            with LauncherPin() as pin:  # off the pool threads' cores while timing (see affinity.py)
+                res = time_function(lambda n, r: lib.time_evaluator("main", dev, number=n, repeat=r)(*args).results,
+                                    lambda: f(*args), cfg, after_first=pin.apply if cfg.pin_launcher else None,
+                                    plan=req.get("plan") if slot in ran else None)  # first run: burn in
+            ran.add(slot)
             out = {"kind": "result", "status": "ok", "error": "", "build_s": build_s, **res}
         except Exception as e:  # noqa: BLE001
             out = {"kind": "result", "status": "run_error", "error": _short(e), "build_s": build_s}
@@ -107,6 +123,7 @@ class _Worker:
         self.threads, self.config = threads, config
         self._proc: subprocess.Popen | None = None
         self.restarts = 0
+        self.built: dict[int, float] = {}  # slot -> build seconds of the program this process holds there
 
     def alive(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
@@ -140,6 +157,7 @@ class _Worker:
             self.await_ready()
 
     def close(self) -> None:
+        self.built = {}
         if self._proc is not None:
             try:
                 self._send.close()
@@ -149,6 +167,7 @@ class _Worker:
             self._proc = None
 
     def _kill(self) -> None:
+        self.built = {}  # a new process holds no program
         if self._proc is not None:
             try:
                 os.killpg(self._proc.pid, 9)
@@ -187,12 +206,13 @@ class _Worker:
         self.restarts += 1
         return {"status": status, "error": error, "build_s": build_s}
 
-    # a program: submit_build, then wait_built (None: built), then measure
-    def submit_build(self, mod_json: str, target_json: str) -> None:
+    # a program: submit_build, then wait_built (None: built), then measure (once per timing round)
+    def submit_build(self, mod_json: str, target_json: str, slot: int = 0) -> None:
         self.ensure()
-        self._request("build", mod_json=mod_json, target_json=target_json)
+        self.built.pop(slot, None)
+        self._request("build", mod_json=mod_json, target_json=target_json, slot=slot)
         self._t0 = time.perf_counter()
-        self._build_s = 0.0
+        self._slot = slot
 
     def wait_built(self) -> dict | None:
         """None when the program built; otherwise its final result (build error, timeout, crash)."""
@@ -206,42 +226,47 @@ class _Worker:
                               time.perf_counter() - self._t0)
         if msg["kind"] == "result":
             return msg
-        self._build_s = msg["build_s"]
         err = self._stderr_tail()
         if "JIT session error" in err:  # LLVM's JIT only prints unresolved symbols; calling the kernel would crash
-            return {"status": "build_error", "error": err, "build_s": self._build_s}
+            return {"status": "build_error", "error": err, "build_s": msg["build_s"]}
+        self.built[self._slot] = msg["build_s"]
         return None
 
-    def measure(self, settle: bool = False) -> dict:
-        """Time the built program; with `settle` the answer waits until the worker's threads are idle."""
+    def measure(self, slot: int = 0, settle: bool = False, plan: list | None = None) -> dict:
+        """Time the program built in `slot` (`plan`: the inner-loop count and repeats of its earlier round); with
+        `settle` the answer waits until the worker's threads are idle."""
         cfg = self.config
-        self._request("measure", settle=settle, config=asdict(cfg))
+        build_s = self.built.get(slot, 0.0)
+        self._request("measure", slot=slot, settle=settle, config=asdict(cfg), plan=plan)
         msg = self._read(cfg.run_timeout_s)
         if msg is None:
-            return self._fail("timeout", f"run exceeded {cfg.run_timeout_s:.0f} s", self._build_s)
+            return self._fail("timeout", f"run exceeded {cfg.run_timeout_s:.0f} s", build_s)
         if msg["kind"] == "died":
             err = self._stderr_tail()
             code = self._proc.poll() if self._proc else None
-            return self._fail("run_error", f"kernel crashed the worker (exit {code}): {err}", self._build_s)
+            return self._fail("run_error", f"kernel crashed the worker (exit {code}): {err}", build_s)
         return msg
 
 
 class IsolatedRunner:
     """Builds programs in `workers` child processes at once and times them one at a time with `threads` runtime
-    threads (see the module docstring)."""
+    threads, in timing rounds (see the module docstring)."""
 
-    def __init__(self, threads: int, config: MeasureConfig | None = None, workers: int = 1):
-        if workers < 1:
-            raise ValueError(f"workers={workers}: need at least one worker process")
+    protocol = MEASURE_PROTOCOL
+
+    def __init__(self, threads: int, config: MeasureConfig | None = None, workers: int = 1, per_worker: int = 6):
+        if workers < 1 or per_worker < 1:
+            raise ValueError(f"workers={workers}, per_worker={per_worker}: need at least one of each")
         self.threads = threads
         self.config = config or MeasureConfig()
         self.workers = workers
+        self.per_worker = per_worker
         self._pool = [_Worker(threads, self.config) for _ in range(workers)]
 
     @property
     def slots(self) -> int:
-        """How many programs `run_batch` builds at once."""
-        return self.workers
+        """How many programs `run_batch` takes at once."""
+        return self.workers * self.per_worker
 
     @property
     def restarts(self) -> int:
@@ -269,34 +294,96 @@ class IsolatedRunner:
         """Build and time one program; always returns a result dict with a status."""
         return self.run_batch([mod_json], target_json)[0]
 
+    def _build(self, items: list[int], mod_jsons: list[str], target_json: str, final: dict) -> None:
+        """Build programs `items` in their workers' slots, one per worker at a time; failures go to `final`."""
+        n = len(mod_jsons)
+        queues = [[i for i in items if self._where(i, n)[0] == w] for w in range(self.workers)]
+        while any(queues):
+            wave = [(w, q.pop(0)) for w, q in enumerate(queues) if q]
+            for w, i in wave:
+                self._pool[w].submit_build(mod_jsons[i], target_json, self._where(i, n)[1])
+            for w, i in wave:
+                r = self._pool[w].wait_built()
+                if r is not None:
+                    final[i] = r
+
+    def _where(self, i: int, n: int) -> tuple[int, int]:
+        """(worker, slot) of the i-th of a batch of n programs: consecutive programs share a worker (a timing
+        round then switches workers, which needs the previous worker's pool threads to settle, only
+        `workers - 1` times), the batch split evenly so that every worker builds its share."""
+        w = i * self.workers // n
+        first = -(-w * n // self.workers)  # the first program of worker w
+        return w, i - first
+
     def run_batch(self, mod_jsons: list[str], target_json: str,
                   quiet: Callable[[Callable[[], list[dict]]], list[dict]] | None = None) -> list[dict]:
-        """Build up to `slots` programs in parallel, then time them one by one; results in input order.
+        """Build up to `slots` programs, then time them in `config.rounds` rounds; results in input order.
 
-        `quiet(measure_all)` wraps the timings (the collector's load check: it calls `measure_all()` again when
-        other processes loaded the CPU meanwhile, which times again the programs that ran); builds are never
-        timed, so they need no quiet machine.
+        `quiet(measure_all)` wraps each round (the collector's load check: it calls `measure_all()` again when other
+        processes loaded the CPU meanwhile, which times that round again); builds are never timed, so they need no
+        quiet machine. A program whose worker crashed on another program is built again before its next round.
         """
         if len(mod_jsons) > self.slots:
-            raise ValueError(f"{len(mod_jsons)} programs for {self.slots} workers; pass at most `slots` at once")
+            raise ValueError(f"{len(mod_jsons)} programs for {self.slots} slots; pass at most `slots` at once")
         self.start()
-        pool = self._pool[: len(mod_jsons)]
-        for w, mj in zip(pool, mod_jsons):
-            w.submit_build(mj, target_json)
-        out = [w.wait_built() for w in pool]
-        # the next timing (in another worker) must not overlap this worker's spinning pool threads
-        settle = self.workers > 1
-        timed: dict[int, dict] = {}
+        final: dict[int, dict] = {}  # program -> its result, once it failed (or is done)
+        self._build(list(range(len(mod_jsons))), mod_jsons, target_json, final)
+        n = len(mod_jsons)
+        rounds: dict[int, list[dict]] = {i: [] for i in range(len(mod_jsons)) if i not in final}
+        last: dict[int, float] = {}  # program -> when its previous round ended
+        gap = self.config.round_gap_s
+        for _ in range(self.config.rounds):
+            live = [i for i in rounds if i not in final]
+            if not live:
+                break
+            lost = [i for i in live if self._where(i, n)[1] not in self._pool[self._where(i, n)[0]].built]
+            if lost:  # their worker restarted after another program crashed it
+                self._build(lost, mod_jsons, target_json, final)
+                live = [i for i in live if i not in final]
+            timed: dict[int, dict] = {}
 
-        def measure_all() -> list[dict]:
-            for i, w in enumerate(pool):
-                if out[i] is None and (i not in timed or timed[i]["status"] == "ok"):  # a crash is final
-                    timed[i] = w.measure(settle)
-            return list(timed.values())
+            def measure_all() -> list[dict]:
+                timed.clear()
+                for k, i in enumerate(live):
+                    w, slot = self._where(i, n)
+                    if i in final or slot not in self._pool[w].built:  # failed, or lost to a crash this round
+                        continue
+                    # the next timing in another worker must not overlap this worker's spinning pool threads
+                    settle = self._where(live[(k + 1) % len(live)], n)[0] != w  # (the next round starts over)
+                    wait = last.get(i, -gap) + gap - time.perf_counter()
+                    if wait > 0:  # a small batch: the program's previous round was less than `gap` ago
+                        time.sleep(wait)
+                    plan = rounds[i][0].get("plan") if rounds[i] else None
+                    timed[i] = r = self._pool[w].measure(slot, settle, plan)
+                    last[i] = time.perf_counter()
+                    if r["status"] != "ok":
+                        final[i] = r  # a crash or a hang is final (a repeated round must not lose it)
+                return list(timed.values())
 
-        if any(r is None for r in out):
             quiet(measure_all) if quiet is not None else measure_all()
-        return [timed[i] if r is None else r for i, r in enumerate(out)]
+            for i, r in timed.items():
+                if r["status"] == "ok":
+                    rounds[i].append(r)
+        out = []
+        for i in range(len(mod_jsons)):
+            if i in final:
+                out.append({**final[i], "protocol": self.protocol})
+            elif not rounds[i]:
+                out.append({"status": "run_error", "error": "no timing round completed", "build_s": 0.0,
+                            "protocol": self.protocol})
+            else:
+                out.append(combine_rounds(rounds[i], self.protocol))
+        return out
+
+
+def combine_rounds(rounds: list[dict], protocol: int) -> dict:
+    """One result from a program's timing rounds: the round with the lowest median gives the label, repeats and
+    spread; `round_latencies_s` keeps every round's median, `measure_s` their sum."""
+    best = min(rounds, key=lambda r: r["latency_s"])
+    return {**best, "round_latencies_s": [r["latency_s"] for r in rounds],
+            "measure_s": sum(r.get("measure_s", 0.0) for r in rounds),
+            "remeasured": any(r.get("remeasured", False) for r in rounds), "protocol": protocol}
+
 
 if __name__ == "__main__":
     _serve(int(sys.argv[1]), int(sys.argv[2]))

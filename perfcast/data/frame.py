@@ -7,16 +7,19 @@ import pandas as pd
 from ..errors import PerfcastError
 
 FRAME_COLUMNS = ["record_id", "workload_key", "task_name", "program_hash", "schedule_kind", "device_id",
-                 "device_spec_json", "target_json", "latency_s", "latency_cv", "build_s", "measure_s"]
+                 "device_spec_json", "target_json", "latency_s", "latency_cv", "build_s", "measure_s", "protocol"]
 
 
-def records_frame(ds, status: str = "ok", device: str | None = None) -> pd.DataFrame:
+def records_frame(ds, status: str = "ok", device: str | None = None, min_protocol: int = 0) -> pd.DataFrame:
     """Records of `ds` with `status` (and `device`), one row each, with the task's networks and weight.
 
     `device_key` names the measured device: the device id plus, for `local`, the machine's CPU
     (`perfcast.devices.base.device_key`); `device` filters on either.
     `networks` (tuple of names) and `task_weight` (occurrences summed over those networks) come from the dataset's
     network table, so a task measured before a later network also used it still counts for that network.
+    A program measured on one device under several protocols (`perfcast.data.schema.PROTOCOLS`: re-measured after
+    the timing was fixed) appears once, with its highest-protocol record; `min_protocol` drops records of lower
+    protocols altogether.
     """
     df = ds.read("records", FRAME_COLUMNS + ["status", "networks", "task_weight"]).to_pandas()
     df = df[df["status"] == status].drop(columns=["status"])
@@ -24,6 +27,7 @@ def records_frame(ds, status: str = "ok", device: str | None = None) -> pd.DataF
 
     keys = {j: device_key_of_json(j) for j in df["device_spec_json"].unique()}
     df["device_key"] = df["device_spec_json"].map(keys)  # `local` of two machines is two devices
+    df = latest_protocol(df[df["protocol"] >= min_protocol])
     if device is not None:
         known = sorted(set(df["device_id"]) | set(df["device_key"]))
         df = df[(df["device_id"] == device) | (df["device_key"] == device)]
@@ -42,3 +46,12 @@ def records_frame(ds, status: str = "ok", device: str | None = None) -> pd.DataF
     df["networks"] = df["networks"].map(lambda x: tuple(x) if x is not None else ())
     df["task_weight"] = df["task_weight"].fillna(1).astype(int)
     return df.reset_index(drop=True)
+
+
+def latest_protocol(df: pd.DataFrame) -> pd.DataFrame:
+    """Rows of `df` (with device_key) minus those superseded: per (task, device, program) only the rows of the
+    highest measurement protocol (in their original order)."""
+    if df.empty or df["protocol"].nunique() == 1:
+        return df
+    best = df.groupby(["workload_key", "device_key", "program_hash"])["protocol"].transform("max")
+    return df[df["protocol"] == best]

@@ -134,10 +134,12 @@ def import_database(db_dir: str, out: str, device: str = "local") -> dict:
     from ..collect.collector import record_id
     from ..collect.tasks import Task, task_record
     from ..devices import get_device
+    from ..devices.base import device_key
 
     rows = database_records(db_dir)  # checks the directory before the dataset is created
     spec = get_device(device)
     spec_json = spec.to_json()
+    dkey = device_key(spec)  # as the collector: `local` of two machines is two devices, so two records
     ds = Dataset(out, create=True)
     have = ds.record_ids()
 
@@ -172,7 +174,7 @@ def import_database(db_dir: str, out: str, device: str = "local") -> dict:
 
             program_hash = "trace-" + hashlib.sha1(trace_json.encode()).hexdigest()[:16]
             tir_script, apply_error = "", f"the trace does not apply to its workload: {_first_line(e)}"
-        rid = record_id(key, spec.device_id, program_hash)
+        rid = record_id(key, dkey, program_hash)
         if rid in have:
             skipped += 1
             continue
@@ -198,7 +200,7 @@ def import_database(db_dir: str, out: str, device: str = "local") -> dict:
             latency_s=statistics.median(secs) if ok else nan, latency_min_s=min(secs) if ok else nan,
             latency_max_s=max(secs) if ok else nan, latency_cv=_cv(secs) if ok else nan, number=0,
             remeasured=False, build_s=nan, measure_s=nan, tvm_version=tvm.__version__,
-            perfcast_version=__version__, timestamp=now,
+            perfcast_version=__version__, timestamp=now, protocol=0, round_latencies_s=(),
         ))
     new_tasks = ds.add_tasks(list(tasks.values()))
     imported = ds.add_records(records, tag="imported")

@@ -1,6 +1,8 @@
 """Records of the perfcast dataset: frozen dataclasses with units in field names, and their Parquet schemas.
 
-Bump SCHEMA_VERSION whenever a field changes meaning or type; readers refuse other versions with a clear error.
+Bump SCHEMA_VERSION whenever a field changes meaning or type; readers refuse versions they cannot read with a clear
+error. Version 2 added `MeasureRecord.protocol` and `round_latencies_s`; a version-1 partition is read as records of
+protocol 1 (see `PROTOCOLS`) with no rounds (`upgrade_records`).
 """
 
 from __future__ import annotations
@@ -11,7 +13,19 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+READABLE_VERSIONS = (1, 2)  # partitions and datasets of these versions are read (older ones upgraded in memory)
+# How a record's latency was measured; a dataset may hold one program measured under several protocols, and
+# readers use the highest (`perfcast.data.frame.records_frame`).
+PROTOCOLS = {
+    0: "measured by another tool (an imported meta-schedule tuning log: its runner's run_secs)",
+    1: "one timing round: the RPC runner; and perfcast's local worker before 2026-11-25 15:00 UTC, whose launching "
+       "thread could share a core with TVM's pinned pool thread (parallel programs on 2 threads were then timed up "
+       "to 2x slow)",
+    2: "the launching thread kept off the pool threads' cores; the lowest of `rounds` round medians, rounds of one "
+       "program seconds apart (other programs are timed in between)",
+}
+MEASURE_PROTOCOL = 2  # what `perfcast collect` does now
 STATUSES = ("ok", "build_error", "run_error", "timeout")
 SCHEDULE_KINDS = ("default", "random", "tuned", "imported")
 
@@ -20,7 +34,7 @@ SCHEDULE_KINDS = ("default", "random", "tuned", "imported")
 class MeasureRecord:
     """One program (a task under one schedule) measured on one device."""
 
-    record_id: str  # sha1(workload_key, device_id, program_hash): the dedup key
+    record_id: str  # sha1(workload_key, device key, program_hash[, protocol >= 2]): the dedup key
     workload_key: str  # structural hash of the unscheduled task PrimFunc
     task_name: str
     program_hash: str  # structural hash of the scheduled PrimFunc
@@ -46,6 +60,8 @@ class MeasureRecord:
     tvm_version: str
     perfcast_version: str
     timestamp: str  # ISO 8601, UTC
+    protocol: int  # how the latency was measured: a key of PROTOCOLS
+    round_latencies_s: tuple[float, ...]  # protocol 2: the median of each timing round (latency_s is the lowest)
     schema_version: int = SCHEMA_VERSION
 
 
@@ -90,6 +106,21 @@ def arrow_schema(cls) -> pa.Schema:
     return pa.schema(fields, metadata={b"perfcast_schema_version": str(SCHEMA_VERSION).encode()})
 
 
+def upgrade_records(table: pa.Table, version: int) -> pa.Table:
+    """A records table of an older schema version in the current one's columns (v1 -> v2: protocol 1, no rounds)."""
+    if version == 1:
+        n = table.num_rows
+        if "protocol" not in table.column_names:
+            table = table.append_column(pa.field("protocol", pa.int64(), nullable=False), pa.array([1] * n, pa.int64()))
+        if "round_latencies_s" not in table.column_names:
+            table = table.append_column(pa.field("round_latencies_s", pa.list_(pa.float64()), nullable=False),
+                                        pa.array([[]] * n, pa.list_(pa.float64())))
+        if "schema_version" in table.column_names:
+            i = table.column_names.index("schema_version")
+            table = table.set_column(i, table.schema.field(i), pa.array([SCHEMA_VERSION] * n, pa.int64()))
+    return table
+
+
 def to_table(rows: list, cls) -> pa.Table:
     schema = arrow_schema(cls)
     cols = {f.name: [getattr(r, f.name) for r in rows] for f in dataclasses.fields(cls)}
@@ -100,6 +131,9 @@ def to_table(rows: list, cls) -> pa.Table:
 
 
 def from_row(cls, row: dict):
+    if cls is MeasureRecord and row.get("schema_version") == 1:  # a version-1 journal line or row
+        row = {**row, "protocol": row.get("protocol", 1), "round_latencies_s": row.get("round_latencies_s", []),
+               "schema_version": SCHEMA_VERSION}
     kwargs = {}
     for f in dataclasses.fields(cls):
         v = row[f.name]
@@ -117,12 +151,16 @@ def from_json_line(cls, line: str):
 
 __all__ = [
     "SCHEMA_VERSION",
+    "READABLE_VERSIONS",
+    "PROTOCOLS",
+    "MEASURE_PROTOCOL",
     "STATUSES",
     "SCHEDULE_KINDS",
     "MeasureRecord",
     "TaskRecord",
     "NetworkTaskRecord",
     "arrow_schema",
+    "upgrade_records",
     "to_table",
     "from_row",
     "to_json_line",

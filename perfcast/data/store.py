@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 from .. import __version__, paths
 from ..errors import PerfcastError
 from .schema import (
+    READABLE_VERSIONS,
     SCHEMA_VERSION,
     MeasureRecord,
     NetworkTaskRecord,
@@ -27,6 +28,7 @@ from .schema import (
     from_json_line,
     to_json_line,
     to_table,
+    upgrade_records,
 )
 
 _KINDS = {"records": MeasureRecord, "tasks": TaskRecord, "networks": NetworkTaskRecord}
@@ -65,10 +67,10 @@ class Dataset:
                                      "perfcast_version": __version__}, indent=1))
         meta = json.loads(m.read_text())
         version = meta.get("schema_version")
-        if version != SCHEMA_VERSION:
+        if version not in READABLE_VERSIONS:
             raise PerfcastError(f"dataset {str(self.root)!r} has schema version {version}, this perfcast "
-                                f"({__version__}) reads version {SCHEMA_VERSION}; re-collect it or use the perfcast "
-                                "release that wrote it")
+                                f"({__version__}) reads versions {', '.join(map(str, READABLE_VERSIONS))}; "
+                                "re-collect it or use the perfcast release that wrote it")
         self.meta = meta
 
     # ---- reading ---------------------------------------------------------------------------------------------
@@ -84,10 +86,16 @@ class Dataset:
         for p in self._parts(kind):
             pf = pq.ParquetFile(p)
             v = (pf.schema_arrow.metadata or {}).get(b"perfcast_schema_version", b"?").decode()
-            if v != str(SCHEMA_VERSION):
-                raise PerfcastError(f"partition {str(p)!r} has schema version {v}, expected {SCHEMA_VERSION}; "
-                                    "re-collect it or use the perfcast release that wrote it")
-            tables.append(pf.read(columns=columns))
+            if v not in {str(x) for x in READABLE_VERSIONS}:
+                raise PerfcastError(f"partition {str(p)!r} has schema version {v}, this perfcast reads "
+                                    f"{', '.join(map(str, READABLE_VERSIONS))}; re-collect it or use the perfcast "
+                                    "release that wrote it")
+            t = pf.read(columns=[c for c in columns if c in pf.schema_arrow.names] if columns is not None else None)
+            if kind == "records" and int(v) < SCHEMA_VERSION:
+                t = upgrade_records(t, int(v))
+            want = pa.schema([schema.field(c) for c in columns], metadata=schema.metadata) if columns is not None \
+                else schema
+            tables.append(t.select(want.names).cast(want))  # one column order and type, whatever version wrote it
         if not tables:
             return schema.empty_table() if columns is None else schema.empty_table().select(columns)
         return pa.concat_tables(tables)
@@ -103,6 +111,7 @@ class Dataset:
     def _write_part(self, kind: str, rows: list, tag: str = "") -> Path | None:
         if not rows:
             return None
+        self._upgrade_marker()
         d = self.root / kind
         d.mkdir(parents=True, exist_ok=True)
         stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
@@ -114,6 +123,16 @@ class Dataset:
         os.replace(tmp, d / name)
         _fsync_dir(d)
         return d / name
+
+    def _upgrade_marker(self) -> None:
+        """A dataset of an older schema version that gets a partition of this version says so in its marker."""
+        if self.meta.get("schema_version") != SCHEMA_VERSION:
+            m = paths.marker(self.root)
+            self.meta = {**self.meta, "schema_version": SCHEMA_VERSION,
+                         "upgraded": f"{self.meta.get('schema_version')} -> {SCHEMA_VERSION} on {_now()}"}
+            tmp = m.with_suffix(".tmp")
+            tmp.write_text(json.dumps(self.meta, indent=1))
+            os.replace(tmp, m)
 
     def add_tasks(self, tasks: list[TaskRecord]) -> int:
         """Add tasks not stored yet; returns how many were new."""

@@ -14,7 +14,7 @@ from ..errors import PerfcastError
 from .store import Dataset
 
 _COLUMNS = ["workload_key", "device_id", "program_hash", "status", "schedule_kind", "latency_s", "latency_cv",
-            "remeasured"]
+            "remeasured", "protocol"]
 
 
 def _num(x) -> float | None:
@@ -62,6 +62,13 @@ def summarize(root: str | None, plot: str | None = None) -> dict:
         raise PerfcastError(f"{label} has no records{extra}; add some with `perfcast collect --out DIR` or "
                             "`perfcast data import DB --out DIR`")
 
+    # a program re-measured under a newer protocol counts once, as that record (`records_frame` does the same)
+    dup_counts = df.groupby(["workload_key", "device_id", "program_hash", "protocol"]).size()
+    from .frame import latest_protocol
+
+    all_protocols = Counter(df["protocol"].astype(int))
+    n_all = len(df)
+    df = latest_protocol(df.rename(columns={"device_id": "device_key"})).rename(columns={"device_key": "device_id"})
     ok = df[df["status"] == "ok"]
     lat = ok["latency_s"].to_numpy(dtype=float)
     lat = lat[np.isfinite(lat) & (lat > 0)]
@@ -79,7 +86,6 @@ def summarize(root: str | None, plot: str | None = None) -> dict:
             "ok_records": int(sum(ok_per_key[k] for k in keys)),
         }
 
-    dup_counts = df.groupby(["workload_key", "device_id", "program_hash"]).size()
     per_task = ok.groupby(["workload_key", "device_id"]).size().to_numpy()
     device_ids = sorted(set(df["device_id"]))
     q = (np.percentile(lat, [0, 5, 25, 50, 75, 95, 100]) if len(lat) else [math.nan] * 7)
@@ -102,6 +108,8 @@ def summarize(root: str | None, plot: str | None = None) -> dict:
         "device_ids": device_ids,
         "ok_records_by_device": {d: int(v) for d, v in sorted(Counter(ok["device_id"]).items())},
         "duplicates": int((dup_counts[dup_counts > 1] - 1).sum()),
+        "superseded": int(n_all - len(df)),  # records of a program re-measured under a newer protocol
+        "records_by_protocol": {str(k): int(v) for k, v in sorted(all_protocols.items())},
         "programs_per_task": {
             "median": _num(np.median(per_task)) if len(per_task) else None,
             "min": int(per_task.min()) if len(per_task) else None,

@@ -1,0 +1,99 @@
+"""How repeatable is the ground truth? Re-time a sample of a dataset's programs of this machine twice, minutes
+apart, with the collector's runner, and compare the two passes with each other and with the stored labels.
+
+    python bench/timing_repeatability.py [--data DIR] [--n 200] [--device local] [--protocol 2] [--seed 1]
+                                         [--csv OUT.csv] [--json]
+
+The programs are drawn from the dataset's ok records of `--device` on this CPU (its device key); each is rebuilt
+from its stored TVMScript. Pass B times them in reverse order, so a program meets other neighbours and, as often
+as not, another worker process. `--protocol 1` times like perfcast did before the launching thread was pinned
+and rounds were introduced (one round, thread free): the before/after comparison of the same programs in one run.
+Prints, per comparison, the median and 90th/99th percentile of |log(a/b)| and the MAPE of one as a prediction of
+the other (pass B for pass A: the noise floor of any model's MAPE on such labels). Keep the machine quiet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+
+import numpy as np
+
+
+def agreement(a: np.ndarray, b: np.ndarray) -> dict:
+    """|log ratio| percentiles and MAPE of `b` as a prediction of `a` over pairs where both are finite."""
+    m = np.isfinite(a) & np.isfinite(b) & (a > 0) & (b > 0)
+    lr = np.abs(np.log(a[m] / b[m]))
+    return {"pairs": int(m.sum()), "median_abs_log_ratio": float(np.median(lr)),
+            "p90_abs_log_ratio": float(np.percentile(lr, 90)), "p99_abs_log_ratio": float(np.percentile(lr, 99)),
+            "share_over_10pct": float(np.mean(lr > math.log(1.1))), "mape": float(np.mean(np.abs(b[m] / a[m] - 1)))}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", default=None, help="dataset directory (default: bundled)")
+    ap.add_argument("--n", type=int, default=200, help="programs to re-time")
+    ap.add_argument("--device", default="local")
+    ap.add_argument("--protocol", type=int, default=2, choices=(1, 2))
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--csv", default=None, help="write every program's latencies here")
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args()
+
+    import dataclasses
+
+    import pandas as pd
+    import tvm
+    import tvm.script
+
+    from perfcast import paths
+    from perfcast.collect.measure import MeasureConfig
+    from perfcast.collect.worker import IsolatedRunner
+    from perfcast.data.store import Dataset
+    from perfcast.devices import get_device
+    from perfcast.devices.base import device_key, device_key_of_json
+
+    spec = get_device(a.device)
+    dkey = device_key(spec)
+    ds = Dataset(a.data or paths.bundled_dataset_dir())
+    t = ds.read("records", ["record_id", "task_name", "schedule_kind", "device_spec_json", "tir_script", "status",
+                            "latency_s", "protocol"]).to_pandas()
+    t = t[(t["status"] == "ok") & (t["device_spec_json"].map(device_key_of_json) == dkey)]
+    if t.empty:
+        raise SystemExit(f"no ok record of {dkey!r} in {str(ds.root)!r}: collect some on this machine first")
+    t = t.sort_values("protocol").drop_duplicates("record_id").sample(min(a.n, len(t)), random_state=a.seed)
+    mods = [tvm.ir.save_json(tvm.script.from_source(s)) for s in t["tir_script"]]
+    # protocol 1: one round of 5 repeats (2 above 1 s), launching thread free, one program per worker
+    cfg = MeasureConfig() if a.protocol == 2 else dataclasses.replace(
+        MeasureConfig(), rounds=1, repeats=5, very_slow_repeats=2, pin_launcher=False)
+    passes = []
+    with IsolatedRunner(spec.threads, cfg, workers=2, per_worker=6 if a.protocol == 2 else 1) as run:
+        for order in (range(len(mods)), reversed(range(len(mods)))):
+            order, lat = list(order), np.full(len(mods), np.nan)
+            for i in range(0, len(order), run.slots):
+                b = order[i:i + run.slots]
+                for j, r in zip(b, run.run_batch([mods[j] for j in b], spec.target_json)):
+                    lat[j] = r["latency_s"] if r["status"] == "ok" else np.nan
+            passes.append(lat)
+    stored = t["latency_s"].to_numpy(float)
+    out = {"device_key": dkey, "programs": len(mods), "protocol": a.protocol,
+           "stored_protocols": {str(k): int(v) for k, v in t["protocol"].value_counts().items()},
+           "pass_b_vs_pass_a": agreement(passes[0], passes[1]), "stored_vs_pass_a": agreement(passes[0], stored)}
+    if a.csv:
+        pd.DataFrame({"record_id": t["record_id"], "task_name": t["task_name"], "schedule_kind": t["schedule_kind"],
+                      "stored_s": stored, "pass_a_s": passes[0], "pass_b_s": passes[1]}).to_csv(a.csv, index=False)
+    if a.json:
+        print(json.dumps(out))
+        return
+    print(f"{out['programs']} programs of {dkey}, timed twice with protocol {a.protocol} "
+          f"(stored labels: protocols {out['stored_protocols']})")
+    for k in ("pass_b_vs_pass_a", "stored_vs_pass_a"):
+        g = out[k]
+        print(f"{k:18s} |log ratio| median {g['median_abs_log_ratio']:.3f} p90 {g['p90_abs_log_ratio']:.3f} "
+              f"p99 {g['p99_abs_log_ratio']:.3f}; {100 * g['share_over_10pct']:.1f} % differ by > 10 %; "
+              f"MAPE {100 * g['mape']:.1f} %")
+
+
+if __name__ == "__main__":
+    main()
