@@ -2,7 +2,8 @@
 alone) against the `xgb`, `lgbm` and `mlp` baselines, all trained on the same training part of the same split in
 this process, scored on the same held-out programs.
 
-    python bench/accuracy.py [--split by_network] [--seed 0] [--param KEY=VALUE ...] [--models LIST] [--json]
+    python bench/accuracy.py [--data DIR] [--split by_network] [--seed 0] [--param KEY=VALUE ...] [--models LIST]
+                             [--min-protocol P] [--eval-min-protocol P] [--device D] [--json]
 
 `--models` is a comma-separated list of columns, each a model name with optional parameters
 (`xgb:target_scale=work`); `--param` sets parameters of the `cdmpp` column. `default_weight=W` in a column spec
@@ -47,13 +48,18 @@ def main() -> None:
     ap.add_argument("--param", action="append", default=[], help="cdmpp parameter KEY=VALUE")
     ap.add_argument("--models", default=MODELS, help=f"columns (default {MODELS})")
     ap.add_argument("--cmd-alpha", type=float, default=0.1, help="CMD weight of the cdmpp+cmd variant")
+    ap.add_argument("--min-protocol", type=int, default=0,
+                    help="only records timed under this measurement protocol or newer (2: see the README)")
+    ap.add_argument("--device", default=None, help="only this device's records (id or device key)")
+    ap.add_argument("--eval-min-protocol", type=int, default=0,
+                    help="by_network: train on every record, validate and test on this protocol or newer only")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
 
     from perfcast.cli.model_cmd import _parse_params, _table_rows
     from perfcast.eval.workflow import load_data, train
 
-    loaded = load_data(a.data, progress=not a.json)
+    loaded = load_data(a.data, device=a.device, progress=not a.json, min_protocol=a.min_protocol)
     result, seconds = {}, {}
     for spec in a.models.split(","):
         t = time.time()
@@ -61,7 +67,8 @@ def main() -> None:
         if transductive:
             params["cmd_alpha"] = a.cmd_alpha
         r = train(model=model, split=a.split, params=params, seed=a.seed, loaded=loaded, transductive=transductive,
-                  default_weight=default_weight)
+                  default_weight=default_weight, min_protocol=a.min_protocol,
+                  split_params={"eval_min_protocol": a.eval_min_protocol} if a.eval_min_protocol else None)
         result[spec] = r["test"]
         seconds[spec] = time.time() - t
         split, sizes = r["split"], r["sizes"]

@@ -35,7 +35,7 @@ BINS = (0.0, 0.1, 0.25, 0.5, 0.75, 1.0)
 
 def load_database(db: str, device: str):
     """(features of every valid record's program, measured s, task ids) of a meta-schedule JSON database."""
-    import tvm
+    import tvm_ffi
     from tvm.s_tir import Schedule
 
     from perfcast.data.importer import database_records
@@ -50,7 +50,7 @@ def load_database(db: str, device: str):
         r.trace.apply_to_schedule(sch, remove_postproc=False)
         progs.append(sch.mod)
         meas.append(statistics.median(secs))
-        task.append(int(tvm.ir.structural_hash(r.workload_mod)))
+        task.append(int(tvm_ffi.structural_hash(r.workload_mod)))  # tvm.ir has no structural_hash in 0.27
     if not progs:
         raise SystemExit(f"{db!r} has no tuning record with valid run_secs; tune with `perfcast tune NET --out {db}`")
     return features_of_programs(progs, device), np.array(meas), np.array(task)

@@ -178,3 +178,82 @@ def pq_keys(part) -> set:
 ])
 def test_predict_bad_input_is_one_line(args, expect):
     assert expect in _one_line_error(_cli("predict", *args))
+
+
+def test_min_protocol_trains_and_evaluates_on_newer_records_only(mlp_dataset, tmp_path):
+    """`--min-protocol 2` keeps only records timed under protocol 2 (here: a re-timed copy of 40 protocol-1 programs
+    beside the bundled protocol-2 ones); the model remembers it and `eval` scores it on the same records."""
+    import dataclasses
+    import shutil
+
+    from perfcast.data.frame import records_frame
+    from perfcast.data.schema import MeasureRecord, from_row
+    from perfcast.data.store import Dataset
+
+    src, _ = mlp_dataset
+    data = tmp_path / "d"
+    shutil.copytree(src, data)
+    ds = Dataset(data)
+    rows = sorted((r for r in ds.read("records").to_pylist() if r["protocol"] == 1),
+                  key=lambda r: r["record_id"])[:40]
+    ds.add_records([dataclasses.replace(from_row(MeasureRecord, r), protocol=2, record_id="p2" + r["record_id"],
+                                        latency_s=r["latency_s"] * 0.9) for r in rows])
+    assert len(records_frame(ds)) == len(records_frame(Dataset(src)))  # superseded, not added
+    res = _cli("train", "--data", str(data), "--model", "xgb", "--split", "random", "--min-protocol", "2",
+               "--out", str(tmp_path / "m"), "--param", "n_estimators=20", "--param", "threads=1", "--json")
+    assert res.returncode == 0, res.stderr
+    r = json.loads(res.stdout.strip().splitlines()[-1])
+    # the 40 re-timed copies plus the bundled data's own protocol-2 mlp records (the rocketlake host's)
+    n_new = len(records_frame(Dataset(src), min_protocol=2))
+    assert sum(r["sizes"].values()) == 40 + n_new == len(records_frame(ds, min_protocol=2))
+    assert json.loads((tmp_path / "m" / "model.json").read_text())["info"]["min_protocol"] == 2
+    e = _cli("eval", "--model", str(tmp_path / "m"), "--data", str(data), "--json")
+    assert e.returncode == 0, e.stderr
+    e = json.loads(e.stdout.strip().splitlines()[-1])
+    assert e["sizes"] == r["sizes"] and e["xgb"]["overall"]["mape"] == pytest.approx(r["xgb"]["overall"]["mape"])
+    line = _one_line_error(_cli("train", "--data", str(data), "--model", "xgb", "--min-protocol", "3",
+                                "--out", str(tmp_path / "m3")))
+    assert "has no ok records of protocol >= 3" in line
+
+
+def test_eval_min_protocol_rescores_the_same_test_tasks(mlp_dataset, tmp_path):
+    """A by_network model trained with eval_min_protocol=2 is scored on its protocol-2 test records by default;
+    `evaluate(eval_min_protocol=0)` scores every record of the same test tasks (the training part does not depend
+    on it, so this is no leak), while another seed is still refused. Scores come per measured device too."""
+    import dataclasses
+
+    from perfcast.data.frame import records_frame
+    from perfcast.data.schema import MeasureRecord, NetworkTaskRecord, TaskRecord, from_row
+    from perfcast.data.store import Dataset
+    from perfcast.eval.metrics import mape
+    from perfcast.errors import PerfcastError
+    from perfcast.eval.workflow import evaluate, train
+
+    src = Dataset(mlp_dataset[0])
+    ds = Dataset(tmp_path / "d", create=True)
+    recs = sorted(src.read("records").to_pylist(), key=lambda r: r["record_id"])
+    ds.add_records([from_row(MeasureRecord, r) for r in recs])
+    ds.add_records([dataclasses.replace(from_row(MeasureRecord, r), protocol=2, record_id="p2" + r["record_id"])
+                    for r in recs[::2]])  # every other program re-timed: protocol 2 supersedes it
+    ds.add_tasks([from_row(TaskRecord, r) for r in src.read("tasks").to_pylist()])
+    nets = sorted(src.read("networks").to_pylist(), key=lambda r: r["workload_key"])  # mlp's 3 tasks: the first
+    ds.add_network_tasks([from_row(NetworkTaskRecord, {**r, "network": "mlp" if i == 0 else "mlp_twin"})  # stays
+                          for i, r in enumerate(nets)])
+    df = records_frame(ds)
+    test_key = nets[0]["workload_key"]
+    sp = {"test_networks": "mlp", "val_frac": 0.5, "eval_min_protocol": 2}
+    r = train(data=ds.root, model="xgb", split="by_network", split_params=sp, out=tmp_path / "m",
+              params={"n_estimators": 20, "threads": 1}, progress=False)
+    is_test = (df["workload_key"] == test_key).to_numpy()
+    assert r["sizes"]["test"] == int((is_test & (df["protocol"] == 2).to_numpy()).sum()) > 0
+    own = evaluate(tmp_path / "m", ds.root, progress=False)
+    assert own["sizes"] == r["sizes"] and own["xgb"]["overall"]["mape"] == pytest.approx(r["test"]["overall"]["mape"])
+    every = evaluate(tmp_path / "m", ds.root, progress=False, eval_min_protocol=0)
+    assert every["sizes"]["train"] == r["sizes"]["train"] and every["sizes"]["test"] == int(is_test.sum())
+    rows, pred = every["_predictions"]["_rows"], every["_predictions"]["xgb"]
+    assert every["xgb"]["overall"]["mape"] == pytest.approx(mape(rows["latency_s"].to_numpy(), pred))
+    for key, s in every["xgb"]["per_device"].items():
+        m = (rows["device_key"] == key).to_numpy()
+        assert s["n"] == m.sum() and s["mape"] == pytest.approx(mape(rows["latency_s"].to_numpy()[m], pred[m]))
+    with pytest.raises(PerfcastError, match="would score records it was trained on"):
+        evaluate(tmp_path / "m", ds.root, progress=False, eval_min_protocol=0, seed=1)

@@ -220,6 +220,22 @@ def test_by_network_is_strict():
     assert _tasks(df, both.test) == {"t0", "t1", "t2", "t3"} | {f"t{t}" for t in range(4, 19, 2)}
 
 
+def test_by_network_scores_only_new_protocol_records_when_asked():
+    """eval_min_protocol=2: training keeps every record; val and test keep the protocol-2 records of their tasks."""
+    df = _records()
+    df["protocol"] = np.where(np.arange(len(df)) % 5 < 2, 2, 1)  # two of each task's five records re-timed
+    plain = by_network(df, seed=0, test_networks=["resnet50"])
+    s = by_network(df, seed=0, test_networks=["resnet50"], eval_min_protocol=2)
+    assert np.array_equal(s.train, plain.train)
+    assert np.array_equal(s.test, plain.test[df["protocol"].to_numpy()[plain.test] == 2])
+    assert np.array_equal(s.val, plain.val[df["protocol"].to_numpy()[plain.val] == 2])
+    assert s.sizes() == {"train": 70, "val": 4, "test": 8}
+    assert s.params == {"seed": 0, "test_networks": ["resnet50"], "val_frac": 0.1, "eval_min_protocol": 2}
+    with pytest.raises(PerfcastError, match=r"split by_network: test is empty: no record of the test networks is of "
+                                            r"protocol >= 3; measure them again"):
+        by_network(df, seed=0, test_networks=["resnet50"], eval_min_protocol=3)
+
+
 def test_by_network_errors():
     df = _records()
     known = "known networks: resnet18, resnet50, vgg11; pick --test-networks among them"
@@ -271,3 +287,23 @@ def test_by_device():
 def test_missing_column():
     with pytest.raises(PerfcastError, match="split by_network: the data has no column networks"):
         by_network(_records().drop(columns="networks"), test_networks=["resnet50"])
+
+
+def test_scores_per_device_are_the_metrics_of_each_devices_rows():
+    """`scores` adds one entry per measured device (device_key): the overall metrics of that device's rows alone."""
+    from perfcast.eval.metrics import mape
+    from perfcast.eval.workflow import scores
+
+    df = _records(n_tasks=6, per_task=4, with_imported=False)
+    df["device_key"] = df["device_id"].map({"dev_a": "local@A/x", "dev_b": "local@B/y"})
+    df["task_weight"] = 1
+    y = np.linspace(1e-3, 4e-3, len(df))
+    idx = np.arange(4, len(df))  # tasks t1..t5
+    pred = y[idx] * np.where(np.arange(len(idx)) % 2 == 0, 1.5, 0.8)  # dev_a rows +50 %, dev_b rows -20 %
+    s = scores(df, y, pred, idx, networks=["resnet50"])
+    assert set(s["per_device"]) == {"local@A/x", "local@B/y"}
+    assert s["per_device"]["local@A/x"]["mape"] == pytest.approx(0.5)
+    assert s["per_device"]["local@B/y"]["mape"] == pytest.approx(0.2)
+    assert s["per_device"]["local@A/x"]["n"] == s["per_device"]["local@B/y"]["n"] == len(idx) // 2
+    assert s["overall"]["mape"] == pytest.approx(mape(y[idx], pred)) == pytest.approx(0.35)
+    assert "per_device" not in scores(df.drop(columns=["device_key"]), y, pred, idx)

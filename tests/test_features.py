@@ -65,8 +65,8 @@ def leaf(**nonzero) -> np.ndarray:
 
 
 def test_leaf_layout():
-    assert len(LEAF_FEATURES) == 32 == get_extractor("compact_ast").length
-    assert len(set(LEAF_FEATURES)) == 32
+    assert len(LEAF_FEATURES) == 44 == get_extractor("compact_ast").length
+    assert len(set(LEAF_FEATURES)) == 44
 
 
 # ---------------------------------------------------------------------------------------------- compact AST
@@ -77,10 +77,14 @@ def test_compact_ast_elementwise(progs):
     assert ast.sequence == [0, 1, 2, 3, 4, -1]
     assert ast.ordering.tolist() == [4]
     # A*2+1: 1 add, 1 mul, 1 load of 4 bytes, 4 bytes stored, buffers A and B; loops 4 x 8; the store's last
-    # index vj = j moves by 1 with the innermost loop j
+    # index vj = j moves by 1 with the innermost loop j. Access signature: along j the store and the load move one
+    # float (contiguous, a vector load); along i both move a row of 8 floats (32 bytes: strided)
     expect = leaf(float_add_sub=1, float_mul=1, n_loads=1, bytes_read=4, bytes_written=4, n_buffers=2,
                   nest_depth=2, log2_loop_product=lg(32), log2_inner_extent_0=lg(8), log2_inner_extent_1=lg(4),
-                  store_contiguous=1, log2p1_store_stride=lg(2), log2p1_max_load_stride_bytes=lg(5))
+                  store_contiguous=1, log2p1_store_stride=lg(2), log2p1_max_load_stride_bytes=lg(5),
+                  log2_iter_extent_0=lg(8), iter_store_class_0=2, iter_vector_load_share_0=1,
+                  log2p1_iter_max_load_stride_0=lg(5),
+                  log2_iter_extent_1=lg(4), iter_store_class_1=3, log2p1_iter_max_load_stride_1=lg(33))
     np.testing.assert_array_equal(ast.leaves, expect[None, :])
 
 
@@ -94,9 +98,17 @@ def test_compact_ast_matmul_init_and_update(progs):
                log2_inner_extent_1=lg(16), log2_inner_extent_2=lg(4))
     # C[vi, vj] does not move with the innermost (reduction) loop k: stride 0, not contiguous. Loads along k:
     # C 0 bytes, A[vi, vk] 4, B[vk, vj] one row of 16 floats = 64 bytes = 2^6 (a new cache line each iteration)
+    # Access signature, innermost first k, j, i: C stays along k (a reduction), moves one float along j, a row of
+    # 16 floats along i. Update loads C, A, B move 0/4/64 bytes along k (2 of 3 vector-friendly), 4/0/4 along j
+    # (all 3), 64/32/0 along i (B only)
+    ctx |= dict(log2_iter_extent_0=lg(8), iter_store_class_0=1, log2_iter_extent_1=lg(16), iter_store_class_1=2,
+                log2_iter_extent_2=lg(4), iter_store_class_2=3)
     init = leaf(bytes_written=4, n_buffers=1, is_init=1, **ctx)
     update = leaf(float_add_sub=1, float_mul=1, n_loads=3, bytes_read=12, bytes_written=4, n_buffers=3,
-                  log2p1_max_load_stride_bytes=lg(65), load_stride_pow2=6, **ctx)
+                  log2p1_max_load_stride_bytes=lg(65), load_stride_pow2=6,
+                  iter_vector_load_share_0=2 / 3, log2p1_iter_max_load_stride_0=lg(65),
+                  iter_vector_load_share_1=1, log2p1_iter_max_load_stride_1=lg(5),
+                  iter_vector_load_share_2=1 / 3, log2p1_iter_max_load_stride_2=lg(65), **ctx)
     np.testing.assert_array_equal(ast.leaves, np.stack([init, update]))
 
 
@@ -111,7 +123,13 @@ def test_compact_ast_loop_kinds_and_math(progs):
                   log2_inner_extent_0=lg(16), log2_inner_extent_1=lg(4), log2_inner_extent_2=lg(8),
                   n_vectorized=1, log2_vectorized_extent=lg(16), n_unrolled=1, log2_unrolled_extent=lg(4),
                   n_parallel=1, log2_parallel_extent=lg(8), log2p1_auto_unroll_max_step=lg(17),
-                  store_contiguous=1, log2p1_store_stride=1, log2p1_max_load_stride_bytes=lg(5))
+                  store_contiguous=1, log2p1_store_stride=1, log2p1_max_load_stride_bytes=lg(5),
+                  # along j1 the float16 store moves one element (2 bytes), the float32 loads one (4); along j0 16
+                  # elements (32 and 64 bytes), along i a row of 64 (128 and 256 bytes)
+                  log2_iter_extent_0=lg(16), iter_store_class_0=2, iter_vector_load_share_0=1,
+                  log2p1_iter_max_load_stride_0=lg(5), log2_iter_extent_1=lg(4), iter_store_class_1=3,
+                  log2p1_iter_max_load_stride_1=lg(65), log2_iter_extent_2=lg(8), iter_store_class_2=3,
+                  log2p1_iter_max_load_stride_2=lg(257))
     np.testing.assert_array_equal(ast.leaves, expect[None, :])
 
 
@@ -120,7 +138,9 @@ def test_compact_ast_int_ops_and_select(progs):
     # if_then_else(1 <= vi and vi < 7, A[vi - 1], 0.0): 1 float select; int: <=, <, and, vi - 1
     expect = leaf(float_cmp_select_minmax=1, int_ops=4, n_loads=1, bytes_read=4, bytes_written=4, n_buffers=2,
                   nest_depth=1, log2_loop_product=3, log2_inner_extent_0=3, store_contiguous=1,
-                  log2p1_store_stride=1, log2p1_max_load_stride_bytes=lg(5))
+                  log2p1_store_stride=1, log2p1_max_load_stride_bytes=lg(5),
+                  log2_iter_extent_0=3, iter_store_class_0=2, iter_vector_load_share_0=1,
+                  log2p1_iter_max_load_stride_0=lg(5))
     np.testing.assert_array_equal(ast.leaves, expect[None, :])
 
 
@@ -154,6 +174,32 @@ def test_compact_ast_load_stride_along_the_reduction(n, dtype, move, pow2):
     assert leaves[0, col["log2p1_max_load_stride_bytes"]] == 0 == leaves[0, col["load_stride_pow2"]]  # init: no load
 
 
+def test_compact_ast_strides_skip_unit_loops():
+    """A tile size of 1 leaves a unit loop innermost (meta-schedule's SSRSRS tiling does this often); it neither
+    iterates nor vectorizes, so strides are taken along the innermost loop that iterates: here j, along which the
+    store and the load are contiguous, not the unit loop ii, along which they would move a whole row (8 floats)."""
+    from tvm.script import tirx as T
+
+    @T.prim_func(s_tir=True)
+    def tiled(A: T.Buffer((4, 8), "float32"), B: T.Buffer((4, 8), "float32")):
+        for i, j, ii in T.grid(4, 8, 1):
+            with T.sblock("B"):
+                vi = T.axis.spatial(4, i + ii)
+                vj = T.axis.spatial(8, j)
+                B[vi, vj] = A[vi, vj]
+
+    leaves = get_extractor("compact_ast").compact_ast(tiled).leaves
+    col = {k: LEAF_FEATURES.index(k) for k in ("store_contiguous", "log2p1_store_stride",
+                                               "log2p1_max_load_stride_bytes", "load_stride_pow2",
+                                               "log2_inner_extent_0", "log2_inner_extent_1")}
+    assert leaves[0, col["store_contiguous"]] == 1 and leaves[0, col["log2p1_store_stride"]] == 1
+    assert leaves[0, col["log2p1_max_load_stride_bytes"]] == lg(5) and leaves[0, col["load_stride_pow2"]] == 0
+    assert leaves[0, col["log2_inner_extent_0"]] == 0 and leaves[0, col["log2_inner_extent_1"]] == lg(8)
+    sig = [leaves[0, LEAF_FEATURES.index(f"{c}_{k}")] for k in range(3) for c in (
+        "log2_iter_extent", "iter_store_class", "iter_vector_load_share", "log2p1_iter_max_load_stride")]
+    assert sig == [lg(8), 2, 1, lg(5), lg(4), 3, 0, lg(33), 0, 0, 0, 0]  # j, then i (a row of 8 floats); no third
+
+
 def test_positional_encoding_closed_form(progs):
     ex = get_extractor("compact_ast")
     ast = ex.compact_ast(progs["mm"])
@@ -166,7 +212,7 @@ def test_positional_encoding_closed_form(progs):
     np.testing.assert_allclose(ast.positional, pe, rtol=0, atol=1e-12)
     np.testing.assert_allclose(positional_encoding([5, 7]), pe, rtol=0, atol=1e-12)
     out = ex.extract(progs["mm"])
-    assert out.shape == (2, 32) and out.dtype == np.float64
+    assert out.shape == (2, 44) and out.dtype == np.float64
     np.testing.assert_array_equal(out, ast.leaves + ast.positional)
 
 

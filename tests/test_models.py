@@ -408,6 +408,7 @@ def test_default_weight_sample_weights():
 # ------------------------------------------------------------------------------------------------------ cdmpp
 def test_cdmpp_inputs_are_standardized_leaves_plus_pe(cdmpp, mlp_data):
     from perfcast.features import positional_encoding
+    from perfcast.features.compact_ast import D as LEAF_DIM
 
     _, X, _, tr, _ = mlp_data
     rows = np.concatenate([X.leaves[i] for i in tr]).astype(np.float64)
@@ -415,7 +416,7 @@ def test_cdmpp_inputs_are_standardized_leaves_plus_pe(cdmpp, mlp_data):
     std[std <= 1e-8] = 1.0
     seqs, vec = cdmpp._inputs(X.take([0, 1]))
     for i in range(2):
-        want = (X.leaves[i] - rows.mean(axis=0)) / std + positional_encoding(X.ordering[i], 32)
+        want = (X.leaves[i] - rows.mean(axis=0)) / std + positional_encoding(X.ordering[i], LEAF_DIM)
         np.testing.assert_allclose(seqs[i], want, rtol=1e-5, atol=1e-5)
     assert vec.shape == (2, 11)  # device features only (use_analytic off)
     cdmpp.params["use_pe"] = False
@@ -423,7 +424,7 @@ def test_cdmpp_inputs_are_standardized_leaves_plus_pe(cdmpp, mlp_data):
         seqs_nope, _ = cdmpp._inputs(X.take([0]))
     finally:
         cdmpp.params["use_pe"] = True
-    np.testing.assert_allclose(seqs[0] - seqs_nope[0], positional_encoding(X.ordering[0], 32), atol=1e-6)
+    np.testing.assert_allclose(seqs[0] - seqs_nope[0], positional_encoding(X.ordering[0], LEAF_DIM), atol=1e-6)
 
 
 def _by_hand(model, X, i: int) -> float:
@@ -465,6 +466,24 @@ def test_cdmpp_training_is_seeded_and_use_pe_matters(cdmpp, mlp_data):
     nope = get_model("cdmpp", **CDMPP, use_pe=False).fit(X.take(tr), y[tr], X.take(va), y[va])
     rel = np.abs(nope.predict(X) / cdmpp.predict(X) - 1)
     assert rel.max() > 1e-3
+
+
+def test_cdmpp_compact_base_drops_the_access_signature(cdmpp, mlp_data):
+    """leaf_features="compact_base" (the ablation) feeds the first 32 compact-AST columns, standardized the same way,
+    with a 32-d positional encoding; a bad leaf_features value is a one-line error naming the choices."""
+    from perfcast.features import positional_encoding
+
+    _, X, y, tr, va = mlp_data
+    base = get_model("cdmpp", **CDMPP, leaf_features="compact_base").fit(X.take(tr), y[tr], X.take(va), y[va])
+    rows = np.concatenate([X.leaves[i] for i in tr]).astype(np.float64)[:, :32]
+    std = rows.std(axis=0)
+    std[std <= 1e-8] = 1.0
+    seqs, _ = base._inputs(X.take([0]))
+    want = (X.leaves[0][:, :32] - rows.mean(axis=0)) / std + positional_encoding(X.ordering[0], 32)
+    np.testing.assert_allclose(seqs[0], want, rtol=1e-5, atol=1e-5)
+    assert base.net_.embed.in_features == 32 and cdmpp.net_.embed.in_features == 44
+    with pytest.raises(PerfcastError, match=r"leaf_features='ast' is not one of compact, compact_base, per_store"):
+        get_model("cdmpp", **CDMPP, leaf_features="ast").fit(X.take(tr), y[tr], X.take(va), y[va])
 
 
 def test_cdmpp_latent(cdmpp, mlp_data):

@@ -16,7 +16,8 @@ TRAIN_EXAMPLE = ("Example: perfcast train --model cdmpp --split by_network --out
 EVAL_HELP = ("Evaluate a trained model (default: the bundled one) on the test part of a split of a dataset (default: "
              "the bundled one, with the split the model was trained with); --baseline trains that model on the same "
              "training part in the same run and reports it beside.")
-EVAL_EXAMPLE = "Example: perfcast eval --baseline xgb --baseline lgbm --json"
+EVAL_EXAMPLE = ("Example: perfcast eval --baseline xgb --baseline lgbm --json; only records timed under protocol 2: "
+                "perfcast eval --eval-min-protocol 2")
 PREDICT_HELP = ("Predict the latency of every program of a perfcast dataset or of a TVM meta-schedule JSON database "
                 "(in get_all_tuning_records() order), with the measured latency where known.")
 PREDICT_EXAMPLE = "Example: perfcast predict-records work_dir/ --device local --json"
@@ -56,6 +57,9 @@ def _table_rows(result: dict) -> None:
     for net in sorted(first["per_network"]):
         t.add_row(net, *[f"{result[m]['per_network'][net]['mape']:.1%}" for m in models],
                   str(first["per_network"][net]["n"]))
+    for dev in sorted(first.get("per_device", {})) if len(first.get("per_device", {})) > 1 else []:
+        t.add_row(f"[dim]device {dev}", *[f"{result[m]['per_device'][dev]['mape']:.1%}" for m in models],
+                  str(first["per_device"][dev]["n"]))
     t.add_row("[bold]overall", *[f"[bold]{result[m]['overall']['mape']:.1%}" for m in models],
               str(first["overall"]["n"]))
     for key, label in (("acc_10", "±10 %"), ("acc_20", "±20 %"), ("kendall_tau", "Kendall τ"), ("top1", "top-1"),
@@ -80,13 +84,18 @@ def train(
     default_weight: Optional[float] = typer.Option(None, help="loss weight of a TVM default kernel relative to a "
                                                               "random schedule (default 10; 1: all alike; more "
                                                               "favours whole networks compiled without tuning)"),
+    min_protocol: int = typer.Option(0, help="use only records timed under this measurement protocol or newer "
+                                             "(2: launcher pinned, best of 3 rounds; see `perfcast data summary`)"),
+    eval_min_protocol: int = typer.Option(0, help="by_network: train on every record but validate and test on "
+                                                  "records of this protocol or newer only"),
     json_out: bool = typer.Option(False, "--json", help="print the result as JSON"),
 ) -> None:
     from ..eval.workflow import train as run
 
-    sp = {k: v for k, v in (("test_networks", test_networks), ("test_device", test_device)) if v}
+    sp = {k: v for k, v in (("test_networks", test_networks), ("test_device", test_device),
+                            ("eval_min_protocol", eval_min_protocol)) if v}
     r = run(data, model, split, out, _parse_params(param), sp, seed, progress=not json_out,
-            default_weight=default_weight)
+            default_weight=default_weight, min_protocol=min_protocol)
     res = {**_public(r), model: r["test"]}
     res.pop("test")
     if json_out:
@@ -103,12 +112,16 @@ def evaluate(
     test_networks: Optional[str] = typer.Option(None, help="by_network: comma-separated held-out networks"),
     baseline: Optional[List[str]] = typer.Option(None, help="also train this model on the same split (repeatable)"),
     seed: Optional[int] = typer.Option(None, help="split seed (default: the model's)"),
+    eval_min_protocol: Optional[int] = typer.Option(None, help="by_network: score only test records of this "
+                                                               "measurement protocol or newer (0: all; default: "
+                                                               "the model's)"),
     json_out: bool = typer.Option(False, "--json", help="print the result as JSON"),
 ) -> None:
     from ..eval.workflow import evaluate as run
 
     sp = {"test_networks": test_networks} if test_networks else None
-    r = run(model, data, split, sp, tuple(baseline or ()), seed, progress=not json_out)
+    r = run(model, data, split, sp, tuple(baseline or ()), seed, progress=not json_out,
+            eval_min_protocol=eval_min_protocol)
     if json_out:
         print(json.dumps(_public(r), default=float))
     else:

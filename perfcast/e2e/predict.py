@@ -146,7 +146,9 @@ def unseen_device_warning(model, spec, device: str) -> str | None:
 
 def measure_network(network: str, batch_size: int, spec, input_shape: str | None = None, repeats: int = 5,
                     kernels: bool = True, fused=None) -> dict:
-    """Median latency of the whole network compiled by TVM (same fused module as the tasks) on this machine.
+    """Latency of the whole network compiled by TVM (same fused module as the tasks) on this machine, timed like
+    the collector times kernels (measurement protocol 2): the launching thread off the core of TVM's pool thread,
+    three rounds of `repeats` runs half a second apart, the lowest round median (`measured_rounds_s`: each round's).
 
     With `kernels`, the VM is then run `repeats` more times under an instrument that times every kernel call
     (`measured_kernels_s`: kernel name -> median seconds per call), the layerwise paper's per-layer profile.
@@ -178,17 +180,30 @@ def measure_network(network: str, batch_size: int, spec, input_shape: str | None
         dtype = str(sinfo.dtype)
         a = rng.uniform(-1, 1, size=shape).astype(dtype) if dtype.startswith("float") else np.zeros(shape, dtype)
         args.append(tvm.runtime.tensor(a, dev))
-    t = time.perf_counter()
-    vm["main"](*args)  # burn-in
-    first = time.perf_counter() - t
-    number = max(1, int(np.ceil(0.05 / max(first, 1e-6))))
-    f = vm.time_evaluator("main", dev, number=number, repeat=repeats)
-    lat = list(f(*args).results)
-    out = {"measured_s": float(statistics.median(lat)), "measured_repeats_s": [float(x) for x in lat],
-           "measured_cv": float(np.std(lat) / np.mean(lat)) if len(lat) > 1 else 0.0}
-    if kernels:
-        out["measured_kernels_s"], out["measured_vm_storage_bytes"] = _time_kernels(
-            vm, args, {gv.name_hint for gv in fused.functions if isinstance(fused[gv], tvm.tirx.PrimFunc)}, repeats)
+    from ..collect.affinity import LauncherPin
+    from ..collect.measure import MeasureConfig
+
+    with LauncherPin() as pin:  # as the collector times kernels: off the pool thread's core (collect/affinity.py)
+        t = time.perf_counter()
+        vm["main"](*args)  # burn-in (creates TVM's thread pool)
+        first = time.perf_counter() - t
+        pin.apply()
+        number = max(1, int(np.ceil(0.05 / max(first, 1e-6))))
+        f = vm.time_evaluator("main", dev, number=number, repeat=repeats)
+        # the collector's protocol 2: rounds at least round_gap_s apart, the lowest round median is the label
+        cfg, rounds = MeasureConfig(), []
+        for r in range(cfg.rounds):
+            if r:
+                time.sleep(cfg.round_gap_s)
+            rounds.append([float(x) for x in f(*args).results])
+        best = min(rounds, key=statistics.median)
+        out = {"measured_s": float(statistics.median(best)), "measured_repeats_s": best,
+               "measured_rounds_s": [float(statistics.median(x)) for x in rounds],
+               "measured_cv": float(np.std(best) / np.mean(best)) if len(best) > 1 else 0.0}
+        if kernels:
+            out["measured_kernels_s"], out["measured_vm_storage_bytes"] = _time_kernels(
+                vm, args, {gv.name_hint for gv in fused.functions if isinstance(fused[gv], tvm.tirx.PrimFunc)},
+                repeats)
     return out
 
 

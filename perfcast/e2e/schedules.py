@@ -114,6 +114,21 @@ def in_process_builder():
     return InProcessBuilder()
 
 
+def pinned_run_evaluator(rt_mod, device, evaluator_config, repeated_args) -> list[float]:
+    """meta-schedule's `run_evaluator_common` with the launching thread kept off the core of TVM's pool thread while
+    it times (`perfcast.collect.affinity`: otherwise a candidate is now and then timed 2x slow, and the search and
+    its database's run_secs see that noise). A LocalRunner's `f_run_evaluator`."""
+    from tvm.s_tir.meta_schedule.runner.utils import run_evaluator_common
+
+    from ..collect.affinity import LauncherPin
+
+    with LauncherPin() as pin:
+        if repeated_args:
+            rt_mod[rt_mod.entry_name](*repeated_args[0])  # creates TVM's thread pool, then pin
+        pin.apply()
+        return run_evaluator_common(rt_mod, device, evaluator_config, repeated_args)
+
+
 def tune_network(network: str, db_dir, trials: int, device: str = "local", batch_size: int = 1,
                  input_shape: str | None = None, seed: int = 0) -> str:
     """Tune every task of `network` with TVM meta-schedule (evolutionary search, TVM's XGBoost cost model, real
@@ -133,7 +148,8 @@ def tune_network(network: str, db_dir, trials: int, device: str = "local", batch
         raise PerfcastError(f"trials {trials} must be at least 1")
     os.environ["TVM_NUM_THREADS"] = str(spec.threads)
     _, _, mod = to_relax(network, batch_size, input_shape)
-    runner = ms.runner.LocalRunner(evaluator_config=ms.runner.EvaluatorConfig(number=3, repeat=5, min_repeat_ms=20))
+    runner = ms.runner.LocalRunner(evaluator_config=ms.runner.EvaluatorConfig(number=3, repeat=5, min_repeat_ms=20),
+                                   f_run_evaluator=pinned_run_evaluator)
     Path(db_dir).mkdir(parents=True, exist_ok=True)
     # meta-schedule's logger setup lists the names of the handlers already on its logger and fails on an unnamed
     # one ('NoneType' has no attribute 'format'), which an earlier tuning run in the same process can leave behind

@@ -140,7 +140,7 @@ def _task_networks(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def by_network(df: pd.DataFrame, seed: int = 0, *, test_networks: str | Iterable[str] = DEFAULT_TEST_NETWORKS,
-               val_frac: float = 0.1) -> Split:
+               val_frac: float = 0.1, eval_min_protocol: int = 0) -> Split:
     """Held-out networks: test is every record of every task that occurs in any of `test_networks`.
 
     Strict: a task shared by a test network and a training network (a conv layer of both ResNet-18 and ResNet-50)
@@ -148,7 +148,9 @@ def by_network(df: pd.DataFrame, seed: int = 0, *, test_networks: str | Iterable
     wholly unseen. Train/val are the remaining records, split by task: round(val_frac * n_tasks) whole tasks,
     chosen with `default_rng(seed)`, go to val, so validation is also on unseen tasks. Records of tasks that occur
     in no network (imported ones) are never test. `test_networks` may be one comma-separated string; a name that
-    no record's `networks` contains is an error listing the known networks.
+    no record's `networks` contains is an error listing the known networks. `eval_min_protocol` scores (val and
+    test) only records timed under that measurement protocol or newer (`perfcast.data.schema.PROTOCOLS`); the
+    older records of val and test tasks are left out, training keeps every protocol.
     """
     name = "by_network"
     _require_columns(df, name, ["workload_key", "networks"])
@@ -166,15 +168,28 @@ def by_network(df: pd.DataFrame, seed: int = 0, *, test_networks: str | Iterable
     rest = tasks[~is_test]
     (val_tasks,) = _hold_out_tasks(rest, np.random.default_rng(seed), val_frac)
     is_val = ~is_test & np.isin(tasks, val_tasks)
-    train, val, test = np.flatnonzero(~is_test & ~is_val), np.flatnonzero(is_val), np.flatnonzero(is_test)
+    train = np.flatnonzero(~is_test & ~is_val)
+    scored = np.ones(len(df), bool)
+    if eval_min_protocol:
+        _require_columns(df, name, ["protocol"])
+        scored = df["protocol"].to_numpy() >= eval_min_protocol
+        _require_nonempty(name, "test", np.flatnonzero(is_test & scored),
+                          f"no record of the test networks is of protocol >= {eval_min_protocol}",
+                          "measure them again with `perfcast collect` or lower eval_min_protocol")
+    val, test = np.flatnonzero(is_val & scored), np.flatnonzero(is_test & scored)
     n_rest = len(np.unique(rest))
     _require_nonempty(name, "train", np.union1d(train, val),
                       f"every task occurs in one of the test networks {wanted}", "hold out fewer networks")
-    _require_nonempty(name, "val", val, f"val_frac={val_frac} of the {n_rest} non-test tasks rounds to 0",
-                      "raise val_frac or collect more networks")
+    _require_nonempty(name, "val", np.flatnonzero(is_val), f"val_frac={val_frac} of the {n_rest} non-test tasks "
+                      "rounds to 0", "raise val_frac or collect more networks")
+    _require_nonempty(name, "val", val, f"no record of the val tasks is of protocol >= {eval_min_protocol}",
+                      "collect the training networks again with `perfcast collect` or lower eval_min_protocol")
     _require_nonempty(name, "train", train, f"val_frac={val_frac} takes all {n_rest} non-test tasks",
                       "lower val_frac or collect more networks")
-    return _finish(name, {"seed": seed, "test_networks": wanted, "val_frac": val_frac}, train, val, test)
+    params = {"seed": seed, "test_networks": wanted, "val_frac": val_frac}
+    if eval_min_protocol:
+        params["eval_min_protocol"] = int(eval_min_protocol)
+    return _finish(name, params, train, val, test)
 
 
 def by_task(df: pd.DataFrame, seed: int = 0, *, val_frac: float = 0.1, test_frac: float = 0.1) -> Split:

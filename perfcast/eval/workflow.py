@@ -23,16 +23,20 @@ HELD_OUT = ("resnet50", "mobilenet_v2", "bert_tiny")
 DEFAULT_WEIGHT = 10.0
 
 
-def load_data(data=None, device: str | None = None, progress: bool = True):
-    """(dataset, records DataFrame, ProgramFeatures) of the ok records of `data` (default: bundled)."""
+def load_data(data=None, device: str | None = None, progress: bool = True, min_protocol: int = 0):
+    """(dataset, records DataFrame, ProgramFeatures) of the ok records of `data` (default: bundled); with
+    `min_protocol`, only records timed under that measurement protocol or a newer one
+    (`perfcast.data.schema.PROTOCOLS`)."""
     from ..data.frame import records_frame
     from ..data.store import Dataset
     from ..features.cache import dataset_features
 
     ds = Dataset(data if data is not None else paths.bundled_dataset_dir())
-    df = records_frame(ds, device=device)
+    df = records_frame(ds, device=device, min_protocol=min_protocol)
     if df.empty:
-        raise PerfcastError(f"{str(ds.root)!r} has no ok records; collect some with `perfcast collect --out DIR`")
+        more = f" of protocol >= {min_protocol}" if min_protocol else ""
+        raise PerfcastError(f"{str(ds.root)!r} has no ok records{more}; collect some with "
+                            "`perfcast collect --out DIR`")
     return ds, df, dataset_features(ds, df, progress=progress)
 
 
@@ -41,22 +45,26 @@ def make_split(df, split: str, seed: int, split_params: dict | None):
 
 
 def scores(df, y, pred, idx, networks=None) -> dict:
-    """Overall metrics of rows `idx` and the same per network (rows of the network's tasks); `networks` limits
-    the per-network entries (a by_network split reports its held-out networks only)."""
+    """Overall metrics of rows `idx`, the same per network (rows of the network's tasks) and per measured device
+    (`device_key`, when the frame has it); `networks` limits the per-network entries (a by_network split reports
+    its held-out networks only)."""
     sub = df.iloc[idx]
-    out = {"overall": summarize(y[idx], pred, sub["workload_key"].to_numpy(), sub["task_weight"].to_numpy()),
-           "per_network": {}}
+    keys, weights = sub["workload_key"].to_numpy(), sub["task_weight"].to_numpy()
+    out = {"overall": summarize(y[idx], pred, keys, weights), "per_network": {}}
     nets = sorted(networks) if networks else sorted({n for ns in sub["networks"] for n in ns})
     for net in nets:
         mask = sub["networks"].map(lambda ns, net=net: net in ns).to_numpy()
-        out["per_network"][net] = summarize(y[idx][mask], pred[mask], sub["workload_key"].to_numpy()[mask],
-                                            sub["task_weight"].to_numpy()[mask])
+        out["per_network"][net] = summarize(y[idx][mask], pred[mask], keys[mask], weights[mask])
+    if "device_key" in sub:
+        dev = sub["device_key"].to_numpy()
+        out["per_device"] = {d: summarize(y[idx][dev == d], pred[dev == d], keys[dev == d], weights[dev == d])
+                             for d in sorted(set(dev))}
     return out
 
 
 def train(data=None, model: str = "cdmpp", split: str = "by_network", out=None, params: dict | None = None,
           split_params: dict | None = None, seed: int = 0, progress: bool = True, loaded=None,
-          transductive: bool = False, default_weight: float | None = None) -> dict:
+          transductive: bool = False, default_weight: float | None = None, min_protocol: int = 0) -> dict:
     """Fit `model` on the split's training part (validation part for early stopping), score it on the test part,
     save it to `out` (when given). Returns {"model", "split", "sizes", "test": scores, "path"}.
 
@@ -67,7 +75,8 @@ def train(data=None, model: str = "cdmpp", split: str = "by_network", out=None, 
     `default_weight` weighs each TVM default-pipeline kernel in the training loss that many times a random
     schedule (`sample_weights`): a network compiled without tuning runs exactly those kernels, one per task among
     ~100 random schedules, so at weight 1 the loss hardly sees them (7 % of the bundled training records).
-    None: `DEFAULT_WEIGHT`."""
+    None: `DEFAULT_WEIGHT`. `min_protocol` trains and tests on records of that measurement protocol or newer only
+    (the model remembers it, so `evaluate` scores it on the same records)."""
     from ..models import get_model
 
     params = dict(params or {})
@@ -76,7 +85,7 @@ def train(data=None, model: str = "cdmpp", split: str = "by_network", out=None, 
     m = get_model(model, **params)  # a bad model name, parameter or weight fails before the data is loaded
     default_weight = DEFAULT_WEIGHT if default_weight is None else float(default_weight)
     check_default_weight(default_weight)
-    ds, df, X = loaded if loaded is not None else load_data(data, progress=progress)
+    ds, df, X = loaded if loaded is not None else load_data(data, progress=progress, min_protocol=min_protocol)
     sp = make_split(df, split, seed, split_params)
     y = df["latency_s"].to_numpy()
     w = sample_weights(df.iloc[sp.train], default_weight)
@@ -89,6 +98,7 @@ def train(data=None, model: str = "cdmpp", split: str = "by_network", out=None, 
                "data_is_bundled": Path(ds.root).resolve() == paths.bundled_dataset_dir().resolve(),
                "split": result["split"], "test_mape": result["test"]["overall"]["mape"],
                "transductive": transductive, "default_weight": float(default_weight),
+               "min_protocol": int(min_protocol),
                "train_devices": train_devices(df, sp.train)}
     if out is not None:
         result["path"] = str(m.save(out))
@@ -125,22 +135,34 @@ def _default_split(model, ds) -> tuple[str, dict, int]:
     return "by_network", {}, 0
 
 
+def _training_params(params: dict) -> dict:
+    """A split's parameters that decide its training part (`eval_min_protocol` only filters val and test)."""
+    return {k: v for k, v in params.items() if k != "eval_min_protocol"}
+
+
 def evaluate(model=None, data=None, split: str | None = None, split_params: dict | None = None,
-             baselines: tuple[str, ...] = (), seed: int | None = None, progress: bool = True, loaded=None) -> dict:
+             baselines: tuple[str, ...] = (), seed: int | None = None, progress: bool = True, loaded=None,
+             eval_min_protocol: int | None = None) -> dict:
     """Score a trained model (default: bundled) on a split's test part of `data` (default: bundled), and train
     each baseline on the same training part in the same run, with the model's default-kernel weight. Returns
-    {model name: scores, baseline: scores, ...}."""
+    {model name: scores, baseline: scores, ...}. `eval_min_protocol` (by_network; default: the model's) scores
+    only test records of that measurement protocol or newer (0: all), from the same test tasks."""
     from ..models import get_model, load_model
 
     m = load_model(model)
     for b in baselines:  # a bad baseline name fails before the data is loaded
         get_model(b, seed=0)
-    ds, df, X = loaded if loaded is not None else load_data(data, progress=progress)
+    info = m.info_ or {}
+    ds, df, X = loaded if loaded is not None else load_data(data, progress=progress,
+                                                            min_protocol=int(info.get("min_protocol", 0)))
     name, params, s = _default_split(m, ds)
     if split is not None and (split != name or split_params):
         name, params = split, dict(split_params or {})
+    if eval_min_protocol is not None:  # scores other records of the same test tasks; training part unchanged
+        params = {k: v for k, v in params.items() if k != "eval_min_protocol"}
+        if eval_min_protocol:
+            params["eval_min_protocol"] = int(eval_min_protocol)
     seed = s if seed is None else seed
-    info = m.info_ or {}
     trained = info.get("split") or {}
     is_bundled = Path(ds.root).resolve() == paths.bundled_dataset_dir().resolve()
     own_data = bool(trained) and (info.get("data") == str(Path(ds.root).resolve())
@@ -150,7 +172,8 @@ def evaluate(model=None, data=None, split: str | None = None, split_params: dict
                             f"{trained['name']!r}; evaluating it with split {name!r} would score records it "
                             f"was trained on; omit --split or use --split {trained['name']}")
     sp = make_split(df, name, seed, params)
-    if own_data and sp.params != trained.get("params"):  # same split, other seed or parameters: the same leak
+    if own_data and _training_params(sp.params) != _training_params(trained.get("params") or {}):
+        # same split, other seed or parameters: the same leak (which records are scored does not matter)
         raise PerfcastError(f"the model was trained on this dataset with split {name} {trained.get('params')}; "
                             f"evaluating it with {sp.params} would score records it was trained on; omit --split "
                             "and --seed (and the split's options) to evaluate on its own test part")

@@ -29,6 +29,8 @@ MATH_OTHER = frozenset({
 FOR_SERIAL, FOR_PARALLEL, FOR_VECTORIZED, FOR_UNROLLED, FOR_THREAD = 0, 1, 2, 3, 4
 ITER_REDUCE = 2  # IterVar.CommReduce
 AUTO_UNROLL_KEY = "pragma_auto_unroll_max_step"
+ACCESS_LOOPS = 3  # iterating loops whose access pattern a leaf records (LLVM unrolls small inner loops whole and
+# vectorizes the next one out, so the innermost alone does not tell what gets vectorized)
 
 
 @dataclass
@@ -58,8 +60,14 @@ class Leaf:
     buffers: set = field(default_factory=set)  # handles of the buffers loaded or stored
     loops: list = field(default_factory=list)  # [Loop], outermost first
     executions: int = 1  # times the store runs (init stores: without loops that only feed reduction block vars)
-    stride: int | None = 0  # change of the store's last index when the innermost loop var goes 0 -> 1; None: unknown
+    stride: int | None = 0  # change of the store's last index when the innermost iterating loop's var goes 0 -> 1
+    # (the innermost loop with extent > 1: a unit loop neither vectorizes nor moves an address); None: unknown
     load_strides: list = field(default_factory=list)  # per load with a known one: its flat byte-address change then
+    loads: list = field(default_factory=list)  # the TensorLoad expressions (value and indices)
+    # per iterating loop (extent > 1), innermost first, at most ACCESS_LOOPS: (extent, the store's byte-address
+    # change or None, its element bytes, the known byte-address changes of the loads, the number of loads) when
+    # that loop's var goes 0 -> 1
+    access: list = field(default_factory=list)
 
     @property
     def float_ops(self) -> int:
@@ -268,9 +276,23 @@ class _Walker:
         skip = self.reduce_only[-1] if (init and self.reduce_only) else set()
         leaf.executions = math.prod(x.extent for x in self.loops if x.var not in skip)
         leaf.stride = self._stride(store)
+        for lp in [x for x in reversed(self.loops) if x.extent > 1][:ACCESS_LOOPS]:
+            moves = [self._load_stride(x, lp.var) for x in leaf.loads]
+            leaf.access.append((lp.extent, self._flat_move(store.buffer, store.indices, lp.var),
+                                nbytes(store.buffer.dtype), [m for m in moves if m is not None], len(moves)))
         self.leaves.append(leaf)
 
-    def _stride(self, store) -> int | None:
+    def _inner_var(self) -> int:
+        """The innermost loop that iterates (extent > 1; the innermost loop if none does): the loop whose steps
+        LLVM vectorizes and the caches see, once unit loops (a tile size of 1) are gone."""
+        for x in reversed(self.loops):
+            if x.extent > 1:
+                return x.var
+        return self.loops[-1].var
+
+    def _stride(self, store, var: int | None = None) -> int | None:
+        """Change of the store's last index when loop var `var` (default: the innermost iterating loop's) goes
+        0 -> 1; None when unknown."""
         t = self.tabs[0]
         if len(store.indices) == 0:
             return 0
@@ -280,28 +302,32 @@ class _Walker:
         try:
             if type(last) is t.Ramp:
                 return _int_eval(last.stride, {}, self.bind, self.tabs)
-            inner = self.loops[-1].var
+            inner = self._inner_var() if var is None else var
             return (_int_eval(last, {inner: 1}, self.bind, self.tabs)
                     - _int_eval(last, {inner: 0}, self.bind, self.tabs))
         except _Unknown:
             return None
 
-    def _load_stride(self, load) -> int | None:
-        """Bytes the load's address (row-major flattened over its buffer's shape) moves when the innermost loop var
-        goes 0 -> 1; 0 outside loops, None when a dimension or an index is not a known constant expression."""
+    def _load_stride(self, load, var: int | None = None) -> int | None:
+        """Bytes the load's address (row-major flattened over its buffer's shape) moves when the innermost iterating
+        loop's var (or `var`) goes 0 -> 1; 0 outside loops, None when a dimension or an index is not a known constant
+        expression."""
         if not self.loops:
             return 0
-        buf = load.source
+        return self._flat_move(load.source, load.indices, self._inner_var() if var is None else var)
+
+    def _flat_move(self, buf, indices, var: int) -> int | None:
+        """Bytes a buffer access's row-major flattened address moves when loop var `var` goes 0 -> 1 (None when a
+        dimension or an index is not a known constant expression)."""
         dims = [const_int(d) for d in buf.shape]
-        if any(d is None for d in dims) or len(dims) != len(load.indices):
+        if any(d is None for d in dims) or len(dims) != len(indices):
             return None
-        inner = self.loops[-1].var
         try:
             flat = [0, 0]
-            for d, index in enumerate(load.indices):
+            for d, index in enumerate(indices):
                 step = math.prod(dims[d + 1:])
                 for v in (0, 1):
-                    flat[v] += step * _int_eval(index, {inner: v}, self.bind, self.tabs)
+                    flat[v] += step * _int_eval(index, {var: v}, self.bind, self.tabs)
         except _Unknown:
             return None
         return (flat[1] - flat[0]) * nbytes(buf.dtype)
@@ -331,6 +357,7 @@ class _Walker:
                 leaf.n_loads += 1
                 leaf.bytes_read += nbytes(dtype_of(x))
                 leaf.buffers.add(handle(x.source))
+                leaf.loads.append(x)
                 stride = self._load_stride(x)
                 if stride is not None:
                     leaf.load_strides.append(stride)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._tir import FOR_PARALLEL, FOR_THREAD, FOR_UNROLLED, FOR_VECTORIZED, lg, walk
+from ._tir import ACCESS_LOOPS, FOR_PARALLEL, FOR_THREAD, FOR_UNROLLED, FOR_VECTORIZED, lg, walk
 from .base import FeatureExtractor, as_primfunc, register
 
 INNER_LOOPS = 4
@@ -44,16 +44,28 @@ LEAF_FEATURES = (
     "n_thread_bound", "log2_thread_extent",  # ForKind.THREAD_BINDING (GPU)
     "log2p1_auto_unroll_max_step",  # log2(1 + max "pragma_auto_unroll_max_step" annotation on enclosing loops)
     "is_init",  # 1 for a reduction block's init store
-    "store_contiguous",  # 1 if the store's last index moves by exactly 1 when the innermost loop var does
+    "store_contiguous",  # 1 if the store's last index moves by exactly 1 when the innermost iterating loop's var does
+    # ("iterating": extent > 1; unit loops, a tile size of 1, are skipped)
     "log2p1_store_stride",  # log2(1 + |that change|) (0 when unknown)
-    # loads' access pattern along the innermost loop: how far (bytes) each load's flattened address moves when the
-    # innermost loop var goes 0 -> 1 (a perfcast addition; CDMPP's "buffer touch patterns" name no formula)
+    # loads' access pattern along the innermost iterating loop: how far (bytes) each load's flattened address moves
+    # when that loop's var goes 0 -> 1 (a perfcast addition; CDMPP's "buffer touch patterns" name no formula)
     "log2p1_max_load_stride_bytes",  # log2(1 + the largest |move| over the leaf's loads) (0: no load, unknown)
     "load_stride_pow2",  # over loads moving >= 64 bytes (a new cache line per iteration): the largest k <= 16 with
     # 2^k dividing the move. Large k = the loads fall into few cache sets (a 2 KiB stride uses 2 of L1's 64 sets,
     # 4 KiB one): conflict misses that a plain stride does not show. 0 when no load moves that far.
+    # the access signature of the ACCESS_LOOPS innermost iterating loops (extent > 1), innermost first: LLVM unrolls
+    # a small innermost loop whole and vectorizes the next one out when its accesses allow (a perfcast addition)
+    *(c for k in range(ACCESS_LOOPS) for c in (
+        f"log2_iter_extent_{k}",  # log2 of the loop's extent (0: fewer iterating loops)
+        f"iter_store_class_{k}",  # the store's address along it: 0 no such loop or unknown, 1 stays (a reduction
+        # along the loop), 2 contiguous (moves one element), 3 strided
+        f"iter_vector_load_share_{k}",  # share of the loads that stay or move one element along it (what a
+        # vector load or broadcast serves); 0 without loads
+        f"log2p1_iter_max_load_stride_{k}",  # log2(1 + the largest byte move of a load along it)
+    )),
 )
-D = len(LEAF_FEATURES)  # 32
+D = len(LEAF_FEATURES)  # 44
+D_BASE = D - 4 * ACCESS_LOOPS  # 32: the columns before the access signature
 STRIDE_LINE_BYTES = 64
 STRIDE_POW2_CAP = 16
 THETA = 10000.0
@@ -105,19 +117,30 @@ def leaf_vector(leaf) -> list[float]:
            math.log2(1 + max((x.auto_unroll for x in loops), default=0)),
            float(leaf.is_init), float(stride == 1), math.log2(1 + abs(stride)) if stride is not None else 0.0,
            math.log2(1 + max(moves, default=0)), float(max(far, default=0))]
+    for k in range(ACCESS_LOOPS):
+        if k >= len(leaf.access):
+            row += [0.0, 0.0, 0.0, 0.0]
+            continue
+        extent, store_move, store_elem, load_moves, n_loads = leaf.access[k]
+        cls = 0 if store_move is None else 1 if store_move == 0 else 2 if abs(store_move) == store_elem else 3
+        elem = leaf.bytes_read / leaf.n_loads if leaf.n_loads else 0  # the loads' mean element size
+        vec = sum(1 for m in load_moves if m == 0 or abs(m) == elem)
+        row += [lg(extent), float(cls), vec / n_loads if n_loads else 0.0,
+                math.log2(1 + max((abs(m) for m in load_moves), default=0))]
     return [float(x) for x in row]
 
 
 @register
 class CompactASTExtractor(FeatureExtractor):
-    """CDMPP compact AST of a program -> float64 array of shape (n_leaves, 32).
+    """CDMPP compact AST of a program -> float64 array of shape (n_leaves, 44).
 
-    Row i is leaf i's computation vector (columns `LEAF_FEATURES`, D = 32) plus the sinusoidal positional
+    Row i is leaf i's computation vector (columns `LEAF_FEATURES`, D = 44) plus the sinusoidal positional
     encoding of its ordering-vector entry (theta = 10000, d = D). `compact_ast(program)` returns the pieces.
     """
 
     name = "compact_ast"
-    version = 2  # 2: the two load-stride columns
+    version = 4  # 2: the two load-stride columns; 3: strides along the innermost loop with extent > 1; 4: the
+    # access signature of the three innermost iterating loops
     ndim = 2
 
     def feature_names(self) -> list[str]:

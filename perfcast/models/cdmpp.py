@@ -1,8 +1,8 @@
 """CDMPP's predictor (Hu et al., "CDMPP: A Device-Model Agnostic Framework for Latency Prediction of Tensor
 Programs", EuroSys'24, §4-5 and Fig. 4).
 
-    compact AST leaves (L, 32) --standardize, + positional encoding of the ordering vector (Θ = 10000)-->
-    Linear(32 -> d) --> Transformer encoder (layers x heads) --> h (L, d)
+    compact AST leaves (L, 44) --standardize, + positional encoding of the ordering vector (Θ = 10000)-->
+    Linear(44 -> d) --> Transformer encoder (layers x heads) --> h (L, d)
     z_x = Linear_L(flatten h)        one linear layer per leaf count L seen in training (no padding)
         + Linear(d -> z)(mean h)     a shared path, so leaf counts never seen in training still get a z_x
     z_v = MLP(device features (11))
@@ -13,8 +13,10 @@ During training the leaf-count path is dropped for a random `head_dropout` share
 the shared path alone also predicts well (it is all a program with a new leaf count gets). `use_pe=False` is the
 paper's "w/o PE" ablation (Fig. 14a). `use_analytic=True` (a perfcast extension, off by default) adds an MLP
 of the program-level static figures (FLOPs, bytes, trip counts) to z_x. `leaf_features="per_store"` uses TVM's
-164-d per-store (Ansor) feature rows as the leaf sequence instead of the 32-d compact-AST vectors (CDMPP builds its
-leaf vectors on Ansor's statement features), with the positional encoding of the rows' order.
+164-d per-store (Ansor) feature rows as the leaf sequence instead of the 44-d compact-AST vectors (CDMPP builds its
+leaf vectors on Ansor's statement features), with the positional encoding of the rows' order;
+`leaf_features="compact_base"` drops the compact AST's 12 access-signature columns (an ablation of that perfcast
+addition: 32-d leaves).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..features.compact_ast import D as LEAF_DIM
+from ..features.compact_ast import D_BASE
 from ..features.compact_ast import positional_encoding
 from ..features.per_store import N_PER_STORE
 from ..errors import PerfcastError
@@ -90,9 +93,12 @@ class CDMPPModel(TorchCostModel):
         """(per-program leaf rows, their ordering vectors, row width) for the chosen `leaf_features`."""
         if self.params["leaf_features"] == "compact":
             return X.leaves, X.ordering, LEAF_DIM
+        if self.params["leaf_features"] == "compact_base":  # ablation: without the access-signature columns
+            return [a[:, :D_BASE] for a in X.leaves], X.ordering, D_BASE
         if self.params["leaf_features"] == "per_store":
             return X.stores, [np.arange(len(s), dtype=np.int32) for s in X.stores], N_PER_STORE
-        raise PerfcastError(f"leaf_features={self.params['leaf_features']!r} is not one of compact, per_store")
+        raise PerfcastError(f"leaf_features={self.params['leaf_features']!r} is not one of compact, compact_base, "
+                             "per_store")
 
     def _fit_inputs(self, X) -> None:
         rows, _, width = self._leaves(X)
