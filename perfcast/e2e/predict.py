@@ -146,9 +146,10 @@ def unseen_device_warning(model, spec, device: str) -> str | None:
 
 def measure_network(network: str, batch_size: int, spec, input_shape: str | None = None, repeats: int = 5,
                     kernels: bool = True, fused=None) -> dict:
-    """Latency of the whole network compiled by TVM (same fused module as the tasks) on this machine, timed like
-    the collector times kernels (measurement protocol 2): the launching thread off the core of TVM's pool thread,
-    three rounds of `repeats` runs half a second apart, the lowest round median (`measured_rounds_s`: each round's).
+    """Latency of the whole network compiled by TVM (same fused module as the tasks) on this machine, timed with
+    the collector's `time_function` and rounds (measurement protocol 2): the launching thread off the core of TVM's
+    pool thread, `MeasureConfig.rounds` rounds half a second apart, the lowest round median (`measured_rounds_s`:
+    each round's median; `measured_repeats_s`: the best round's repeats).
 
     With `kernels`, the VM is then run `repeats` more times under an instrument that times every kernel call
     (`measured_kernels_s`: kernel name -> median seconds per call), the layerwise paper's per-layer profile.
@@ -156,7 +157,6 @@ def measure_network(network: str, batch_size: int, spec, input_shape: str | None
     `network` again.
     """
     import os
-    import statistics
 
     import tvm
     from tvm import relax
@@ -181,25 +181,24 @@ def measure_network(network: str, batch_size: int, spec, input_shape: str | None
         a = rng.uniform(-1, 1, size=shape).astype(dtype) if dtype.startswith("float") else np.zeros(shape, dtype)
         args.append(tvm.runtime.tensor(a, dev))
     from ..collect.affinity import LauncherPin
-    from ..collect.measure import MeasureConfig
+    from ..collect.measure import MeasureConfig, time_function
+    from ..collect.worker import combine_rounds
+    from ..data.schema import MEASURE_PROTOCOL
 
-    with LauncherPin() as pin:  # as the collector times kernels: off the pool thread's core (collect/affinity.py)
-        t = time.perf_counter()
-        vm["main"](*args)  # burn-in (creates TVM's thread pool)
-        first = time.perf_counter() - t
-        pin.apply()
-        number = max(1, int(np.ceil(0.05 / max(first, 1e-6))))
-        f = vm.time_evaluator("main", dev, number=number, repeat=repeats)
-        # the collector's protocol 2: rounds at least round_gap_s apart, the lowest round median is the label
-        cfg, rounds = MeasureConfig(), []
+    def evaluate(number, repeat):
+        return vm.time_evaluator("main", dev, number=number, repeat=repeat)(*args).results
+
+    cfg, rounds = MeasureConfig(), []
+    with LauncherPin() as pin:  # timed as the collector times kernels (protocol 2: collect/worker.py)
         for r in range(cfg.rounds):
             if r:
                 time.sleep(cfg.round_gap_s)
-            rounds.append([float(x) for x in f(*args).results])
-        best = min(rounds, key=statistics.median)
-        out = {"measured_s": float(statistics.median(best)), "measured_repeats_s": best,
-               "measured_rounds_s": [float(statistics.median(x)) for x in rounds],
-               "measured_cv": float(np.std(best) / np.mean(best)) if len(best) > 1 else 0.0}
+            rounds.append(time_function(evaluate, lambda: vm["main"](*args), cfg, after_first=pin.apply,
+                                        plan=rounds[0]["plan"] if rounds else None))
+        best = combine_rounds(rounds, MEASURE_PROTOCOL)
+        out = {"measured_s": float(best["latency_s"]), "measured_repeats_s": [float(x) for x in best["latencies_s"]],
+               "measured_rounds_s": [float(x) for x in best["round_latencies_s"]],
+               "measured_cv": float(best["latency_cv"])}
         if kernels:
             out["measured_kernels_s"], out["measured_vm_storage_bytes"] = _time_kernels(
                 vm, args, {gv.name_hint for gv in fused.functions if isinstance(fused[gv], tvm.tirx.PrimFunc)},

@@ -159,7 +159,7 @@ def evaluate(model=None, data=None, split: str | None = None, split_params: dict
     if split is not None and (split != name or split_params):
         name, params = split, dict(split_params or {})
     if eval_min_protocol is not None:  # scores other records of the same test tasks; training part unchanged
-        params = {k: v for k, v in params.items() if k != "eval_min_protocol"}
+        params = _training_params(params)
         if eval_min_protocol:
             params["eval_min_protocol"] = int(eval_min_protocol)
     seed = s if seed is None else seed

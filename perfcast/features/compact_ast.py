@@ -117,13 +117,13 @@ def leaf_vector(leaf) -> list[float]:
            math.log2(1 + max((x.auto_unroll for x in loops), default=0)),
            float(leaf.is_init), float(stride == 1), math.log2(1 + abs(stride)) if stride is not None else 0.0,
            math.log2(1 + max(moves, default=0)), float(max(far, default=0))]
+    elem = leaf.bytes_read / leaf.n_loads if leaf.n_loads else 0  # the loads' mean element size
     for k in range(ACCESS_LOOPS):
         if k >= len(leaf.access):
             row += [0.0, 0.0, 0.0, 0.0]
             continue
         extent, store_move, store_elem, load_moves, n_loads = leaf.access[k]
         cls = 0 if store_move is None else 1 if store_move == 0 else 2 if abs(store_move) == store_elem else 3
-        elem = leaf.bytes_read / leaf.n_loads if leaf.n_loads else 0  # the loads' mean element size
         vec = sum(1 for m in load_moves if m == 0 or abs(m) == elem)
         row += [lg(extent), float(cls), vec / n_loads if n_loads else 0.0,
                 math.log2(1 + max((abs(m) for m in load_moves), default=0))]
