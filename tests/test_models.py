@@ -561,3 +561,64 @@ def test_train_checks_model_before_loading_data(tmp_path):
         train(data=missing, model="nosuch")
     with pytest.raises(PerfcastError, match=r"unknown parameter\(s\) \['depth'\] for model 'xgb'"):
         train(data=missing, model="xgb", params={"depth": 3})
+
+
+# ------------------------------------------------------------------------------------------- within-task ranking term
+def test_partners_pair_within_group_and_leaf_count():
+    """Every partner has the program's label and leaf count, is never the program itself, every other member of
+    the group is drawn, and a program alone in its (label, leaf count) group gets -1."""
+    from perfcast.models._torch import Groups, Partners
+
+    lengths = [1, 1, 2, 1, 2, 2, 1, 3]
+    labels = np.array([0, 0, 0, 1, 0, 0, 0, 0])  # length 1: {0,1,6} label 0, {3} label 1; length 2: {2,4,5}
+    g = Groups([np.zeros((L, 2), np.float32) for L in lengths], np.zeros((8, 1)))
+    pairs = Partners(g, labels)
+    rng = np.random.default_rng(0)
+    seen: dict[int, set] = {}
+    for L, (_, _, idx) in g.by_len.items():
+        sel = np.arange(len(idx))
+        for _ in range(200):
+            part = pairs.draw(L, sel, rng)
+            for q, pq in zip(sel, part):
+                i = int(idx[q])
+                if pq < 0:
+                    seen.setdefault(i, set()).add(-1)
+                    continue
+                j = int(idx[pq])
+                assert j != i and labels[j] == labels[i] and lengths[j] == lengths[i]
+                seen.setdefault(i, set()).add(j)
+    assert seen == {0: {1, 6}, 1: {0, 6}, 6: {0, 1}, 3: {-1}, 2: {4, 5}, 4: {2, 5}, 5: {2, 4}, 7: {-1}}
+
+
+def test_rank_loss_hand_math():
+    import torch
+
+    from perfcast.models._torch import RANK_MARGIN, RANK_TEMPERATURE, rank_loss
+
+    z_i, z_j = torch.tensor([0.3, -0.1, 0.5]), torch.tensor([0.1, 0.2, 0.5])
+    y_i = torch.tensor([2.0, 1.0, 1.0])
+    y_j = torch.tensor([1.0, 3.0, 1.0 + RANK_MARGIN / 2])  # the third pair is within the margin: left out
+    sp = lambda x: math.log1p(math.exp(x))  # noqa: E731
+    expect = (sp(-(0.3 - 0.1) / RANK_TEMPERATURE) + sp((-0.1 - 0.2) / RANK_TEMPERATURE)) / 2
+    assert float(rank_loss(z_i, z_j, y_i, y_j)) == pytest.approx(expect, rel=1e-5)
+    assert float(rank_loss(z_i[2:], z_j[2:], y_i[2:], y_j[2:])) == 0.0
+
+
+def test_rank_term_pairs_programs_of_one_task(mlp_data):
+    """rank_lambda > 0 with groups pairs programs (and changes the model); without groups, or at 0, it is the
+    plain model exactly; a wrong number of labels is an error."""
+    sub, X, y, tr, va = mlp_data
+    groups = sub.workload_key.to_numpy()
+    plain = get_model("cdmpp", **CDMPP).fit(X.take(tr), y[tr], X.take(va), y[va])
+    off = get_model("cdmpp", **CDMPP).fit(X.take(tr), y[tr], X.take(va), y[va], groups=groups[tr])
+    no_groups = get_model("cdmpp", **CDMPP, rank_lambda=1.0).fit(X.take(tr), y[tr], X.take(va), y[va])
+    ranked = get_model("cdmpp", **CDMPP, rank_lambda=1.0).fit(X.take(tr), y[tr], X.take(va), y[va],
+                                                               groups=groups[tr])
+    np.testing.assert_array_equal(off.predict(X), plain.predict(X))
+    np.testing.assert_array_equal(no_groups.predict(X), plain.predict(X))
+    assert plain.info_["rank_pairs"] == 0 and no_groups.info_["rank_pairs"] == 0
+    # every training program of a task with >1 program of its leaf count is paired once per epoch
+    assert ranked.info_["rank_pairs"] >= ranked.info_["epochs"] * (len(tr) - 2 * sub.workload_key.nunique())
+    assert not np.allclose(ranked.predict(X), plain.predict(X))
+    with pytest.raises(PerfcastError, match=r"3 group labels; pass one label per program"):
+        get_model("cdmpp", **CDMPP).fit(X.take(tr), y[tr], groups=groups[:3])

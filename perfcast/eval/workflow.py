@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from .. import paths
 from ..errors import PerfcastError
@@ -90,7 +91,8 @@ def train(data=None, model: str = "cdmpp", split: str = "by_network", out=None, 
     y = df["latency_s"].to_numpy()
     w = sample_weights(df.iloc[sp.train], default_weight)
     m.fit(X.take(sp.train), y[sp.train], X.take(sp.val), y[sp.val],
-          X_target=X.take(sp.test) if transductive else None, sample_weight=w)
+          X_target=X.take(sp.test) if transductive else None, sample_weight=w,
+          groups=rank_groups(df.iloc[sp.train]))
     pred = m.predict(X.take(sp.test))
     result = {"model": model, "split": {"name": split, "params": sp.params, "seed": seed}, "sizes": sp.sizes(),
               "test": scores(df, y, pred, sp.test, sp.params.get("test_networks"))}
@@ -119,6 +121,11 @@ def sample_weights(df, default_weight: float = 1.0):
     if default_weight == 1.0:
         return None
     return np.where(df["schedule_kind"].to_numpy() == "default", float(default_weight), 1.0)
+
+
+def rank_groups(df) -> np.ndarray:
+    """(n,) labels of comparable records: the same task on the same device (a model's ranking term pairs them)."""
+    return pd.factorize(df["workload_key"].astype(str) + "|" + df["device_key"].astype(str))[0]
 
 
 def train_devices(df, idx) -> dict:
@@ -188,7 +195,7 @@ def evaluate(model=None, data=None, split: str | None = None, split_params: dict
     for b in baselines:
         key = b if b != m.name else f"{b}_baseline"
         est = get_model(b, seed=seed).fit(X.take(sp.train), y[sp.train], X.take(sp.val), y[sp.val],
-                                          sample_weight=w)
+                                          sample_weight=w, groups=rank_groups(df.iloc[sp.train]))
         preds[key] = est.predict(Xt)
         out[key] = scores(df, y, preds[key], sp.test, nets)
     out["_predictions"] = preds  # not JSON: the test rows and each model's predictions, for plots

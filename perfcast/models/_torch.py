@@ -5,6 +5,14 @@ vectors (device, analytic features). Programs are grouped by sequence length so 
 (CDMPP §5.1: "no padding sparsity"); a batch is drawn from one group. Training: AdamW, CyclicLR (triangular,
 between lr/10 and lr, CDMPP Appendix B), the chosen loss on standardized targets (`perfcast.models.losses`), early
 stopping on the validation MAPE with the best weights kept. `seed` seeds numpy and torch.
+
+`rank_lambda` > 0 adds a within-task pairwise ranking term (the TPU paper's pairwise rank loss for tile selection,
+`tpu-learned-performance-model.txt` §3.3, as an auxiliary term beside the regression loss): every training program
+of a batch is paired with another program of its group (`fit(groups=...)`: one task on one device) and leaf count,
+drawn at random each step, and the pair adds softplus(-sign(y_i - y_j) (z_i - z_j) / RANK_TEMPERATURE), a logistic
+(RankNet) loss on the predicted standardized targets; pairs whose latencies differ by less than RANK_MARGIN (in log)
+are left out (timing noise). The regression loss sees the batch's own programs only, so the term changes the
+objective, not which programs are regressed. Without `groups` there are no pairs and the term is 0.
 """
 
 from __future__ import annotations
@@ -22,7 +30,9 @@ from .targets import TargetTransform
 
 TRAIN_DEFAULTS = dict(epochs=150, batch_size=256, lr=2e-3, weight_decay=1e-4, loss="mse+mape", loss_lambda=1.0,
                       target="boxcox", target_scale="none", patience=25, seed=0, threads=0, verbose=False,
-                      cmd_alpha=0.0, cmd_moments=5)
+                      cmd_alpha=0.0, cmd_moments=5, rank_lambda=0.0)
+RANK_TEMPERATURE = 0.05  # standardized-target units: ~10 % of latency within a task is ~1 logit
+RANK_MARGIN = 0.05  # |log(y_i / y_j)| below this is timing noise, not an order
 
 
 def cmd(a, b, moments: int = 5):
@@ -82,8 +92,9 @@ class Groups:
             self.by_len[int(L)] = (seq, torch.from_numpy(vecs[idx].astype(np.float32)), idx)
         self.n = len(seqs)
 
-    def batches(self, batch_size: int, rng: np.random.Generator | None = None):
-        """(L, seq, vec, idx) batches; shuffled across and within groups when `rng` is given."""
+    def batches(self, batch_size: int, rng: np.random.Generator | None = None, positions: bool = False):
+        """(L, seq, vec, idx) batches; shuffled across and within groups when `rng` is given; with `positions`,
+        (L, seq, vec, idx, sel): sel are the batch's positions within its length group."""
         plan = []
         for L, (_, _, idx) in self.by_len.items():
             order = rng.permutation(len(idx)) if rng is not None else np.arange(len(idx))
@@ -92,7 +103,45 @@ class Groups:
             plan = [plan[i] for i in rng.permutation(len(plan))]
         for L, sel in plan:
             seq, vec, idx = self.by_len[L]
-            yield L, seq[sel], vec[sel], idx[sel]
+            yield (L, seq[sel], vec[sel], idx[sel]) + ((sel,) if positions else ())
+
+
+class Partners:
+    """Random pairing within groups: for a length group's positions, another position of the same label."""
+
+    def __init__(self, groups: Groups, labels: np.ndarray):
+        self.by_len = {}
+        for L, (_, _, idx) in groups.by_len.items():
+            lab = labels[idx]
+            order = np.argsort(lab, kind="stable")  # positions sorted by label
+            sorted_lab = lab[order]
+            start = np.searchsorted(sorted_lab, sorted_lab, side="left")
+            size = np.searchsorted(sorted_lab, sorted_lab, side="right") - start
+            rank = np.empty(len(idx), np.int64)
+            rank[order] = np.arange(len(idx))  # where each position sits in `order`
+            self.by_len[L] = (order, start[rank], size[rank], rank)
+
+    def draw(self, L: int, sel: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """One partner position per position of `sel` (same length group and label, never itself); -1 for a
+        position alone in its group."""
+        order, start, size, rank = self.by_len[L]
+        s, n, r = start[sel], size[sel], rank[sel]
+        k = (rng.random(len(sel)) * np.maximum(n - 1, 1)).astype(np.int64)  # 0 .. n-2
+        k = k + (s + k >= r)  # skip the program itself
+        return np.where(n > 1, order[np.minimum(s + k, len(order) - 1)], -1)
+
+
+def rank_loss(z_i, z_j, y_i, y_j):
+    """Mean logistic pairwise loss of predicted standardized targets against the measured order (0 when no pair
+    differs by more than RANK_MARGIN)."""
+    import torch
+
+    d = torch.log(y_i) - torch.log(y_j)
+    keep = torch.abs(d) > RANK_MARGIN
+    if not bool(keep.any()):
+        return torch.zeros(())
+    s = torch.sign(d[keep])
+    return torch.nn.functional.softplus(-s * (z_i[keep] - z_j[keep]) / RANK_TEMPERATURE).mean()
 
 
 class TorchCostModel(CostModel):
@@ -151,29 +200,44 @@ class TorchCostModel(CostModel):
         target = getattr(self, "_X_target", None)
         tgt = Groups(*self._inputs(target)) if target is not None and p["cmd_alpha"] > 0 else None
         tgt_batches = []
+        labels = getattr(self, "_groups", None)
+        pairs = Partners(train, labels) if p["rank_lambda"] > 0 and labels is not None else None
+        n_pairs = 0
         best, best_state, stale, history = np.inf, None, 0, []
         t0 = time.time()
         for epoch in range(p["epochs"]):
             self.net_.train()
             total = 0.0
-            for L, seq, vec, idx in train.batches(p["batch_size"], rng):
+            for L, seq, vec, idx, sel in train.batches(p["batch_size"], rng, positions=True):
                 t = torch.from_numpy(idx)
                 wt = w_all[t] if w_all is not None else None
-                if tgt is None:
-                    loss = loss_fn(self.net_(seq, vec), z_all[t], y_all[t], wt)
-                else:  # CDMPP Eq. 7: the task loss plus alpha * CMD(source latents, target latents)
+                B = len(idx)
+                if pairs is not None:  # the batch's programs, then one partner of each (same task, device, L)
+                    part = pairs.draw(L, sel, rng)
+                    has = part >= 0
+                    gseq, gvec, gidx = train.by_len[L]
+                    seq = torch.cat([seq, gseq[part[has]]])
+                    vec = torch.cat([vec, gvec[part[has]]])
+                z = self.net_.encode(seq, vec)  # (B [+ partners], z)
+                out = self.net_.decode(z)
+                loss = loss_fn(out[:B], z_all[t], y_all[t], wt)
+                if tgt is not None:  # CDMPP Eq. 7: the task loss plus alpha * CMD(source latents, target latents)
                     if not tgt_batches:
                         tgt_batches = list(tgt.batches(p["batch_size"], rng))
                     _, tseq, tvec, _ = tgt_batches.pop()
-                    z = self.net_.encode(seq, vec)
-                    loss = loss_fn(self.net_.decode(z), z_all[t], y_all[t], wt) + \
-                        p["cmd_alpha"] * cmd(z, self.net_.encode(tseq, tvec), p["cmd_moments"])
+                    loss = loss + p["cmd_alpha"] * cmd(z[:B], self.net_.encode(tseq, tvec), p["cmd_moments"])
+                if pairs is not None and has.any():
+                    tj = torch.from_numpy(gidx[part[has]])
+                    ti = t[torch.from_numpy(has)]
+                    loss = loss + p["rank_lambda"] * rank_loss(out[:B][torch.from_numpy(has)], out[B:], y_all[ti],
+                                                               y_all[tj])
+                    n_pairs += int(has.sum())
                 opt.zero_grad()
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(self.net_.parameters(), 5.0)
                 opt.step()
                 sched.step()
-                total += float(loss.detach()) * len(idx)  # per-batch weighted mean, reported unweighted
+                total += float(loss.detach()) * B  # per-batch weighted mean, reported unweighted
             score = float(np.mean(np.abs(self._predict_groups(val) - y_val) / y_val)) if val else total / len(y)
             history.append({"epoch": epoch, "train_loss": total / len(y), "val_mape": score if val else None})
             if p["verbose"]:
@@ -188,7 +252,7 @@ class TorchCostModel(CostModel):
             self.net_.load_state_dict(best_state)
         self.info_ = {"epochs": len(history), "best_val_mape": best if val else None,
                       "train_seconds": time.time() - t0, "samples_per_second": len(y) * len(history) /
-                      max(time.time() - t0, 1e-9), "history": history}
+                      max(time.time() - t0, 1e-9), "history": history, "rank_pairs": n_pairs}
 
     # ---- prediction --------------------------------------------------------------------------------------------
     def _predict_groups(self, groups: Groups) -> np.ndarray:

@@ -34,11 +34,13 @@ class CostModel:
     def get_params(self) -> dict:
         return dict(self.params)
 
-    def fit(self, X, y, X_val=None, y_val=None, X_target=None, sample_weight=None) -> "CostModel":
+    def fit(self, X, y, X_val=None, y_val=None, X_target=None, sample_weight=None, groups=None) -> "CostModel":
         """`X_target`: unlabeled programs of the domain to predict (other networks, another device); models that
         support it (cdmpp, mlp with `cmd_alpha` > 0) pull their latent distribution towards it (CDMPP Eq. 6-7).
         `sample_weight`: (n,) non-negative weight of each training program in the loss (scikit-learn's meaning),
-        rescaled to mean 1; None weighs all alike."""
+        rescaled to mean 1; None weighs all alike. `groups`: (n,) labels of comparable programs (one task on one
+        device); models with a within-group ranking term (`rank_lambda` > 0 of the neural models) use them, the
+        others ignore them."""
         y = _check_targets(y, len(X)) / self.scale(X)
         if X_val is not None:
             y_val = _check_targets(y_val, len(X_val)) / self.scale(X_val)
@@ -46,11 +48,17 @@ class CostModel:
             self._X_target = X_target
         if sample_weight is not None:
             self._sample_weight = _check_weights(sample_weight, len(X))
+        if groups is not None:
+            groups = np.asarray(groups)
+            if len(groups) != len(X):
+                raise PerfcastError(f"{len(X)} programs but {len(groups)} group labels; pass one label per program")
+            self._groups = groups
         try:
             self._fit(X, y, X_val, y_val)
         finally:
             self.__dict__.pop("_X_target", None)
             self.__dict__.pop("_sample_weight", None)
+            self.__dict__.pop("_groups", None)
         self.n_train_ = len(X)
         return self
 

@@ -66,7 +66,9 @@ class EnsembleModel(CostModel):
 
     def _fit(self, X, y, X_val, y_val) -> None:
         target, w = getattr(self, "_X_target", None), getattr(self, "_sample_weight", None)
-        self.members_ = [get_model(name, **params).fit(X, y, X_val, y_val, X_target=target, sample_weight=w)
+        g = getattr(self, "_groups", None)
+        self.members_ = [get_model(name, **params).fit(X, y, X_val, y_val, X_target=target, sample_weight=w,
+                                                       groups=g)
                          for name, params in self.member_specs()]
         self.info_ = {"members": [{"model": m.name, "epochs": getattr(m, "info_", {}).get("epochs"),
                                    "best_val_mape": getattr(m, "info_", {}).get("best_val_mape")}
