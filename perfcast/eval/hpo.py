@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .workflow import DEFAULT_WEIGHT, load_data, make_split, sample_weights
+from .workflow import DEFAULT_WEIGHT, load_data, make_split, rank_groups, sample_weights
 
 SPACE = {
     "d_model": [32, 64, 128],
@@ -36,6 +36,7 @@ def search(data=None, trials: int = 20, split: str = "by_network", seed: int = 0
     y = df["latency_s"].to_numpy()
     Xtr, Xva = X.take(sp.train), X.take(sp.val)
     w = sample_weights(df.iloc[sp.train], DEFAULT_WEIGHT)  # the recipe `perfcast train` uses
+    g = rank_groups(df.iloc[sp.train])
 
     def objective(trial):
         params = {}
@@ -45,7 +46,7 @@ def search(data=None, trials: int = 20, split: str = "by_network", seed: int = 0
             else:
                 params[k] = trial.suggest_float(k, *v, log=True)
         m = get_model("cdmpp", epochs=epochs, seed=seed, **params).fit(Xtr, y[sp.train], Xva, y[sp.val],
-                                                                      sample_weight=w)
+                                                                      sample_weight=w, groups=g)
         return float(np.mean(np.abs(m.predict(Xva) - y[sp.val]) / y[sp.val]))
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)

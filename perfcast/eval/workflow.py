@@ -192,10 +192,11 @@ def evaluate(model=None, data=None, split: str | None = None, split_params: dict
     nets = sp.params.get("test_networks")
     out[m.name] = scores(df, y, preds[m.name], sp.test, nets)
     w = sample_weights(df.iloc[sp.train], float(info.get("default_weight", 1.0)))  # the model's own recipe
+    g = rank_groups(df.iloc[sp.train])
     for b in baselines:
         key = b if b != m.name else f"{b}_baseline"
         est = get_model(b, seed=seed).fit(X.take(sp.train), y[sp.train], X.take(sp.val), y[sp.val],
-                                          sample_weight=w, groups=rank_groups(df.iloc[sp.train]))
+                                          sample_weight=w, groups=g)
         preds[key] = est.predict(Xt)
         out[key] = scores(df, y, preds[key], sp.test, nets)
     out["_predictions"] = preds  # not JSON: the test rows and each model's predictions, for plots

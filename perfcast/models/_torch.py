@@ -12,7 +12,7 @@ of a batch is paired with another program of its group (`fit(groups=...)`: one t
 drawn at random each step, and the pair adds softplus(-sign(y_i - y_j) (z_i - z_j) / RANK_TEMPERATURE), a logistic
 (RankNet) loss on the predicted standardized targets; pairs whose latencies differ by less than RANK_MARGIN (in log)
 are left out (timing noise). The regression loss sees the batch's own programs only, so the term changes the
-objective, not which programs are regressed. Without `groups` there are no pairs and the term is 0.
+objective, not which programs are regressed. `rank_lambda` > 0 without `groups` is an error.
 """
 
 from __future__ import annotations
@@ -179,6 +179,9 @@ class TorchCostModel(CostModel):
         import torch
 
         p = self.params
+        if p["rank_lambda"] > 0 and getattr(self, "_groups", None) is None:
+            raise PerfcastError(f"rank_lambda={p['rank_lambda']} needs the programs' task labels: pass "
+                                "fit(..., groups=...) (perfcast train does), or set rank_lambda=0")
         torch.manual_seed(p["seed"])
         rng = np.random.default_rng(p["seed"])
         if p["threads"]:
@@ -201,7 +204,7 @@ class TorchCostModel(CostModel):
         tgt = Groups(*self._inputs(target)) if target is not None and p["cmd_alpha"] > 0 else None
         tgt_batches = []
         labels = getattr(self, "_groups", None)
-        pairs = Partners(train, labels) if p["rank_lambda"] > 0 and labels is not None else None
+        pairs = Partners(train, labels) if p["rank_lambda"] > 0 else None
         n_pairs = 0
         best, best_state, stale, history = np.inf, None, 0, []
         t0 = time.time()
