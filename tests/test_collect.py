@@ -300,6 +300,11 @@ def test_pin_launcher_moves_the_caller_off_a_pinned_thread_core():
     finally:
         done.set()
         t.join()
+    # join() returns when Python has finished with the thread, a moment before the OS thread has exited: until it
+    # has, /proc/self/task still lists it with its one-core affinity (this made the check below flaky).
+    deadline = time.monotonic() + 10
+    while os.path.exists(f"/proc/self/task/{t.native_id}") and time.monotonic() < deadline:
+        time.sleep(0.01)
     with LauncherPin() as pin:  # no pinned thread left: nothing to do
         pin.apply()
         assert pin.pinned is None and os.sched_getaffinity(0) == allowed
