@@ -6,11 +6,13 @@ sum, printed beside as a check), and the whole network compiled and timed in the
 kernel also timed inside the network. With default schedules the layerwise method is printed beside (the layerwise
 paper's per-layer-type regressors for conv2d / dense / pooling kernels, the model for the rest; `--layerwise-model`,
 default bundled), against the same measurement. `tuned` uses a meta-schedule database per network, `--tuned-dir/NETWORK`,
-created with `perfcast.e2e.schedules.tune_network` (`--trials` per network) when missing.
+created with `perfcast.e2e.schedules.tune_network` (`--trials` per network) when missing. `--calibrate` times 40
+stored programs of this machine just before each network (`perfcast.collect.calibrate`) and scales the predictions
+by today's speed ratio; the uncalibrated error is printed beside.
 
     python bench/e2e.py [--networks resnet50,mobilenet_v2,bert_tiny] [--schedules default,tuned]
                         [--tuned-dir runs/e2e-tuned] [--trials 16xTASKS] [--model DIR]
-                        [--layerwise-model DIR] [--json]
+                        [--layerwise-model DIR] [--calibrate] [--json]
 
 Keep the machine quiet: it measures (and tunes).
 """
@@ -31,9 +33,11 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=1)
     ap.add_argument("--model", default=None)
     ap.add_argument("--layerwise-model", default=None)
+    ap.add_argument("--calibrate", action="store_true", help="scale by today's speed ratio, measured per network")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
 
+    from perfcast.collect.calibrate import calibrate
     from perfcast.e2e import predict_network
     from perfcast.e2e.schedules import tune_network
     from perfcast.errors import PerfcastError
@@ -51,17 +55,21 @@ def main() -> None:
                     n_tasks = len(extract(net, get_device("local").target(), a.batch_size).tasks)
                     tune_network(net, db, a.trials or 16 * n_tasks, batch_size=a.batch_size)
                 spec = f"tuned:{db}"
-            r = predict_network(net, a.batch_size, "local", a.model, measure=True, schedules=spec)
+            ratio = calibrate("local").speed_ratio if a.calibrate else None
+            r = predict_network(net, a.batch_size, "local", a.model, measure=True, schedules=spec, speed_ratio=ratio)
             plain = sum(k["total_predicted_s"] for k in r["kernels"])
             o = out[f"{net}/{sched}"] = {
                 "predicted_s": r["predicted_s"], "plain_sum_s": plain, "measured_s": r["measured_s"],
                 "measured_cv": r["measured_cv"], "error": r["error"], "kernels": len(r["kernels"]),
                 "scheduled_kernels": r["scheduled_kernels"], "measured_kernels_sum_s": r["measured_kernels_sum_s"],
                 "worst_kernel": r["outliers"][0] if r["outliers"] else None, "memory": r["memory"]}
+            if ratio is not None:
+                o["speed_ratio"] = ratio
+                o["uncalibrated_error"] = r["uncalibrated_predicted_s"] / r["measured_s"] - 1
             if sched == "default":
                 try:
                     lw = predict_network(net, a.batch_size, "local", a.model, schedules=spec, method="layerwise",
-                                         layerwise_model=a.layerwise_model)
+                                         layerwise_model=a.layerwise_model, speed_ratio=ratio)
                 except PerfcastError as e:  # e.g. the layerwise model has no data of this CPU: say so, go on
                     o["layerwise_skipped"] = str(e)
                 else:
@@ -74,6 +82,9 @@ def main() -> None:
                       f"measured {o['measured_s'] * 1e3:9.2f} ms (CV {o['measured_cv']:.1%})  error "
                       f"{o['error']:+.1%}  [kernels timed in the network: {o['measured_kernels_sum_s'] * 1e3:.2f} ms]",
                       flush=True)
+                if ratio is not None:
+                    print(f"{'':22s} speed ratio today {ratio:.3f}; uncalibrated error {o['uncalibrated_error']:+.1%}",
+                          flush=True)
                 if "layerwise_skipped" in o:
                     print(f"{'':22s} layerwise: skipped ({o['layerwise_skipped'].split(';')[0]})", flush=True)
                 if "layerwise" in o:
@@ -95,6 +106,9 @@ def main() -> None:
     else:
         print(f"mean |error| {sum(errs) / len(errs):.1%} over {len(errs)} network/schedule pairs "
               f"(target: <= 10% each)")
+        if a.calibrate:
+            un = [abs(o["uncalibrated_error"]) for o in out.values()]
+            print(f"uncalibrated: mean |error| {sum(un) / len(un):.1%}")
         if lw_errs:
             print(f"layerwise method: mean |error| {sum(lw_errs) / len(lw_errs):.1%} over {len(lw_errs)} networks "
                   "(default schedules)")

@@ -54,6 +54,16 @@ def test_unknown_device_is_one_line(tmp_path):
     assert "unknown device 'tpu9'" in res.stderr and "local" in res.stderr
 
 
+def test_calibrate_without_references_is_one_line(tmp_path):
+    """A dataset with no record of this machine: the error names the dataset and the command that measures some."""
+    from perfcast.data.store import Dataset
+
+    Dataset(tmp_path / "empty", create=True)
+    res = _cli("calibrate", "--data", str(tmp_path / "empty"))
+    assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1
+    assert "to calibrate against; measure some first: perfcast collect mlp" in res.stderr
+
+
 def test_unreadable_onnx_is_one_line(tmp_path):
     bad = tmp_path / "broken.onnx"
     bad.write_text("not an onnx model")

@@ -269,6 +269,36 @@ def test_records_of_an_older_protocol_are_measured_again_and_superseded(tmp_path
     assert collect(cfg, second, log=lambda m: None, progress=False).measured == 0  # protocol 2 is not redone
 
 
+def test_calibrate_times_stored_programs_now_and_reports_the_median_ratio(tmp_path, monkeypatch):
+    """The programs of a dataset whose labels are 4x what this machine measures: calibrating against it finds the
+    machine about 4x faster (ratio ~0.25), saves the result, and refuses an empty reference pool."""
+    import dataclasses
+
+    from perfcast.collect.calibrate import calibrate, last_calibration
+    from perfcast.collect.collector import CollectConfig, collect
+    from perfcast.data.schema import MeasureRecord, from_row
+    from perfcast.data.store import Dataset
+    from perfcast.errors import PerfcastError
+
+    monkeypatch.setenv("PERFCAST_CACHE", str(tmp_path / "cache"))
+    first = str(tmp_path / "a")
+    collect(CollectConfig(networks=("mlp",), device="local:threads=1", programs_per_task=2, check_load=False,
+                          measure=FAST), first, log=lambda m: None, progress=False)
+    slow = [dataclasses.replace(from_row(MeasureRecord, r), latency_s=4 * r["latency_s"])
+            for r in Dataset(first).read("records").to_pylist()]
+    second = str(tmp_path / "b")
+    Dataset(second, create=True).add_records(slow)
+    c = calibrate("local:threads=1", data=second, programs=10, exclude_networks=())
+    assert (c.programs, c.failed) == (6, 0)  # the pool has 6 programs (3 tasks x 2): all of them
+    assert 0.25 / 1.5 < c.speed_ratio < 0.25 * 1.5  # microsecond kernels timed twice: within timing noise
+    assert c.ratio_p25 <= c.speed_ratio <= c.ratio_p75
+    assert last_calibration(c.device_key) == c
+    with pytest.raises(PerfcastError, match="no record of .* timed by perfcast .* to calibrate against"):
+        calibrate("local:threads=1", data=second, exclude_networks=("mlp",))
+    with pytest.raises(PerfcastError, match="--programs 0: calibrating needs at least one"):
+        calibrate("local:threads=1", data=second, programs=0)
+
+
 def test_pin_launcher_moves_the_caller_off_a_pinned_thread_core():
     """A thread pinned to one core (as TVM pins its pool threads) pushes the calling thread onto the other cores
     while the pin holds; leaving the block gives the caller its affinity back."""

@@ -195,6 +195,19 @@ def test_random_schedules_are_seeded():
     assert c["predicted_s"] != a["predicted_s"]
 
 
+def test_a_speed_ratio_scales_every_kernel_and_keeps_the_uncalibrated_total():
+    from perfcast.e2e import predict_network
+
+    plain, cal = predict_network("mlp"), predict_network("mlp", speed_ratio=1.25)
+    assert cal["speed_ratio"] == 1.25 and "speed_ratio" not in plain
+    assert cal["uncalibrated_predicted_s"] == pytest.approx(plain["predicted_s"], rel=1e-12)
+    assert cal["predicted_s"] == pytest.approx(1.25 * plain["predicted_s"], rel=1e-12)
+    by_name = {k["name"]: k["predicted_s"] for k in plain["kernels"]}
+    assert all(k["predicted_s"] == pytest.approx(1.25 * by_name[k["name"]], rel=1e-12) for k in cal["kernels"])
+    with pytest.raises(PerfcastError, match="speed ratio -1.0 is not a positive number"):
+        predict_network("mlp", speed_ratio=-1.0)
+
+
 @pytest.mark.parametrize("value, expect", [
     ("fast", "--schedules 'fast' is not one of default, tuned:DB_DIR, random:SEED"),
     ("random:x", "--schedules 'random:x' is not one of"),

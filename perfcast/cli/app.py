@@ -20,6 +20,7 @@ app = typer.Typer(
 data_app = typer.Typer(help="Inspect and import perfcast datasets.", no_args_is_help=True)
 
 app.command("collect", help=collect_cmd.HELP, epilog=collect_cmd.EXAMPLE)(collect_cmd.collect)
+app.command("calibrate", help=collect_cmd.CALIBRATE_HELP, epilog=collect_cmd.CALIBRATE_EXAMPLE)(collect_cmd.calibrate)
 app.command("devices", help=devices_cmd.HELP, epilog=devices_cmd.EXAMPLE)(devices_cmd.devices)
 data_app.command("summary", help=data_cmd.SUMMARY_HELP, epilog=data_cmd.SUMMARY_EXAMPLE)(data_cmd.summary)
 data_app.command("import", help=data_cmd.IMPORT_HELP, epilog=data_cmd.IMPORT_EXAMPLE)(data_cmd.import_db)

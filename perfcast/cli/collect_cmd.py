@@ -40,3 +40,30 @@ def collect(
         st = ", ".join(f"{k} {v}" for k, v in sorted(res.by_status.items())) or "nothing new"
         print(f"measured {res.measured} programs of {res.tasks} tasks in {res.seconds:.0f} s ({st}); "
               f"{res.skipped_existing} already recorded; dataset: {res.out}")
+
+
+CALIBRATE_HELP = ("Measure how fast this machine is today compared with when its records were measured: rebuild "
+                  "and time PROGRAMS stored programs of the device now (the collector's timing protocol) and print "
+                  "the median ratio now / stored (> 1: slower today). `perfcast predict --calibrate` multiplies its "
+                  "predictions by it. Keep the machine quiet while it runs (about 0.5 s per program).")
+CALIBRATE_EXAMPLE = "Example: perfcast calibrate --device local --programs 40 --json"
+
+
+def calibrate(
+    device: str = typer.Option("local", help="a device of this machine: local or local:mcpu=NAME,threads=N"),
+    data: Optional[str] = typer.Option(None, help="dataset with the device's records (default: bundled)"),
+    programs: int = typer.Option(40, help="reference programs to time"),
+    seed: int = typer.Option(0, help="which references are drawn"),
+    json_out: bool = typer.Option(False, "--json", help="print the result as JSON"),
+) -> None:
+    from ..collect.calibrate import calibrate as run
+
+    c = run(device, data, programs, seed)
+    if json_out:
+        print(json.dumps(c.to_dict()))
+        return
+    from rich.console import Console
+
+    Console().print(f"{c.device_key}: speed ratio [bold]{c.speed_ratio:.3f}[/] (now / stored, median of "
+                    f"{c.programs} programs; quartiles {c.ratio_p25:.3f}-{c.ratio_p75:.3f}) in {c.measure_s:.0f} s"
+                    + (f"; {c.failed} failed" if c.failed else ""))

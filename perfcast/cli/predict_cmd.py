@@ -10,7 +10,7 @@ import typer
 HELP = ("Predict a network's latency on a device from the bundled (or given) model: every fused kernel TVM's default "
         "pipeline compiles is predicted once and counted by its calls. --measure also compiles and times the whole "
         "network here (TVM VM time evaluator, median of repeats) and shows the error.")
-EXAMPLE = ("Example: perfcast predict resnet18 --batch-size 1 --device local --measure --plot resnet18.png; "
+EXAMPLE = ("Example: perfcast predict resnet18 --batch-size 1 --device local --calibrate --measure --plot r18.png; "
            "perfcast predict resnet50 --method layerwise --measure")
 
 
@@ -27,6 +27,9 @@ def predict(
     layerwise_model: Optional[str] = typer.Option(None, help="with --method layerwise: a model from `perfcast "
                                                   "layerwise train` (default: the bundled one)"),
     measure: bool = typer.Option(False, "--measure", help="also compile and time the network on this machine"),
+    calibrate: bool = typer.Option(False, "--calibrate", help="first time 40 stored programs of the device now "
+                                   "(`perfcast calibrate`, ~20 s) and scale the predictions by how much slower or "
+                                   "faster the machine is today than when they were measured"),
     input_shape: Optional[str] = typer.Option(None, help="shapes of dynamic ONNX inputs, NAME:1x3x224x224"),
     top: int = typer.Option(15, help="kernels to show in the table"),
     plot: Optional[str] = typer.Option(None, help="with --measure: write predicted vs measured per kernel to this PNG"),
@@ -38,8 +41,13 @@ def predict(
 
     if plot and not measure:
         raise PerfcastError(f"--plot {plot} draws predicted vs measured kernels; add --measure")
+    ratio = None
+    if calibrate:
+        from ..collect.calibrate import calibrate as run_calibration
+
+        ratio = run_calibration(device).speed_ratio
     r = predict_network(network, batch_size, device, model, measure, input_shape, schedules=schedules,
-                        method=method, layerwise_model=layerwise_model)
+                        method=method, layerwise_model=layerwise_model, speed_ratio=ratio)
     if plot:
         from ..e2e.predict import plot_kernels
 
@@ -76,7 +84,9 @@ def predict(
     c.print(t)
     if r.get("warning"):
         Console(stderr=True).print(f"[yellow]warning:[/] {r['warning']}", soft_wrap=True)
-    c.print(f"[bold]predicted {r['predicted_s'] * 1e3:.4g} ms[/]")
+    c.print(f"[bold]predicted {r['predicted_s'] * 1e3:.4g} ms[/]" + (
+        f" (x{r['speed_ratio']:.3f}: this machine today vs its records; uncalibrated "
+        f"{r['uncalibrated_predicted_s'] * 1e3:.4g} ms)" if "speed_ratio" in r else ""))
     if lw:
         c.print(f"layerwise: {lw['kernels']} conv2d/dense/pooling kernels, {lw['share']:.1%} of the predicted time "
                 f"({lw['layers_s'] * 1e3:.4g} ms, the paper's sum of layers); the rest from the {r['model']} model")

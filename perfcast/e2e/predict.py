@@ -24,13 +24,15 @@ METHODS = ("kernel", "layerwise")
 
 def predict_network(network: str, batch_size: int = 1, device: str = "local", model=None, measure: bool = False,
                     input_shape: str | None = None, repeats: int = 5, schedules: str = "default",
-                    method: str = "kernel", layerwise_model=None) -> dict:
+                    method: str = "kernel", layerwise_model=None, speed_ratio: float | None = None) -> dict:
     """{"network", "batch_size", "device", "predicted_s", "kernels": [...], "measured_s"?, ...} for `network`.
 
     `schedules`: "default", "tuned:DB_DIR" or "random:SEED" (see `perfcast.e2e.schedules`).
     `method`: "kernel" (every kernel by the cost model `model`) or "layerwise" (the layerwise paper: conv2d, dense
     and pooling kernels by the per-layer-type regressors of `layerwise_model`, default the bundled ones; every other
-    kernel by `model`)."""
+    kernel by `model`).
+    `speed_ratio`: multiply every kernel's prediction by it (the host's speed today relative to its records, from
+    `perfcast.collect.calibrate`); the uncalibrated total is kept as `uncalibrated_predicted_s`."""
     import tvm
 
     from .._tvm.util import load_x86_intrinsics, normalize_primfunc, structural_key
@@ -69,6 +71,11 @@ def predict_network(network: str, batch_size: int = 1, device: str = "local", mo
     per_call = dict(zip(order, m.predict(features_of_programs([programs[k] for k in order], spec))))
     source = dict.fromkeys(order, "kernel")
     lw_info = _layerwise(per_call, source, programs, order, spec, layerwise_model) if method == "layerwise" else {}
+    if speed_ratio is not None:
+        from ..collect.calibrate import check_ratio
+
+        uncalibrated = replay([Kernel(name, float(per_call[k]), deps) for (name, _, deps), k in zip(graph, keys)])
+        per_call = {k: v * check_ratio(speed_ratio) for k, v in per_call.items()}
     sim = replay([Kernel(name, float(per_call[k]), deps) for (name, _, deps), k in zip(graph, keys)])
     calls = {k: keys.count(k) for k in order}
     kernels = [{"name": names[k], "workload_key": k, "calls": calls[k], "predicted_s": float(per_call[k]),
@@ -81,6 +88,8 @@ def predict_network(network: str, batch_size: int = 1, device: str = "local", mo
     out = {"network": label, "batch_size": batch_size, "device": spec.device_id, **sched_info,
            "model": getattr(m, "name", "?"), "method": method, "predicted_s": total, "kernels": kernels,
            "lower_seconds": t_lower, "predict_seconds": time.time() - t0 - t_lower}
+    if speed_ratio is not None:
+        out["speed_ratio"], out["uncalibrated_predicted_s"] = float(speed_ratio), float(uncalibrated.total_s)
     out["memory"] = memory.to_dict()
     if lw_info:
         lw_s = sum(k["total_predicted_s"] for k in kernels if k["method"] == "layerwise")

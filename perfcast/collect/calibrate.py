@@ -1,0 +1,130 @@
+"""How fast is this machine today, compared with when its records were measured? Re-time a few stored programs.
+
+A cloud host's speed drifts: on the development machine (a KVM guest), `python bench/timing_repeatability.py --n
+150` re-timed 150 stored programs 8 % slower (median ratio 1.084) than their labels, taken on earlier days, while
+two passes minutes apart agreed within 3 % (median |log ratio| 0.029); by collection hour the ratios ranged from
+1.00 to 1.13. A model trained on those labels predicts the host as it was, so whole networks measured today came
+out 8-23 % slower than predicted.
+
+`calibrate()` measures that drift the way the collector measures anything (isolated workers, the same timing
+protocol): it rebuilds `programs` stored ok records of the device from their TVMScript, times them now, and
+returns the median of now / stored, the speed ratio. `perfcast predict --calibrate` multiplies every kernel's
+prediction by it. Only records timed by perfcast's current protocol are references (imported meta-schedule
+timings were taken another way), and records of the bundled model's held-out networks never are (so calibrated
+figures on them stay figures on unseen networks). The result is kept as JSON in the cache, one file per device.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import asdict, dataclass
+
+from ..errors import PerfcastError
+
+REFERENCE_KINDS = ("default", "random")  # timed by perfcast itself
+
+
+@dataclass(frozen=True)
+class Calibration:
+    device_key: str
+    speed_ratio: float  # median over the references of latency now / stored latency (> 1: slower today)
+    ratio_p25: float
+    ratio_p75: float
+    programs: int  # references timed ok
+    failed: int
+    measure_s: float  # wall time of the calibration
+    measured_at: str  # UTC, ISO 8601
+    data: str  # the dataset the references came from
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def reference_records(ds, device_key: str, programs: int, seed: int = 0,
+                      exclude_networks: tuple[str, ...] = ()):
+    """`programs` ok records of `device_key` in `ds` measured under the current protocol, drawn with `seed` from
+    tasks outside `exclude_networks`, with their TVMScript (a DataFrame)."""
+    from ..data.frame import records_frame
+    from ..data.schema import MEASURE_PROTOCOL
+
+    if programs < 1:
+        raise PerfcastError(f"--programs {programs}: calibrating needs at least one reference program (try 40)")
+    df = records_frame(ds, min_protocol=MEASURE_PROTOCOL)
+    df = df[(df["device_key"] == device_key) & df["schedule_kind"].isin(REFERENCE_KINDS)]
+    if exclude_networks:
+        df = df[~df["networks"].map(lambda ns: bool(set(ns) & set(exclude_networks)))]
+    if df.empty:
+        raise PerfcastError(f"no record of {device_key!r} timed by perfcast (protocol {MEASURE_PROTOCOL}) in "
+                            f"{str(ds.root)!r} to calibrate against; measure some first: perfcast collect mlp "
+                            f"--device local --programs-per-task 8 --out {ds.root}")
+    df = df.sample(min(programs, len(df)), random_state=seed)
+    scripts = ds.read("records", ["record_id", "tir_script"]).to_pandas().drop_duplicates("record_id")
+    return df.merge(scripts, on="record_id", how="left")
+
+
+def calibrate(device: str = "local", data: str | None = None, programs: int = 40, seed: int = 0,
+              exclude_networks: tuple[str, ...] | None = None, save: bool = True) -> Calibration:
+    """Time `programs` stored programs of `device` now; see the module docstring. `exclude_networks` defaults to
+    the bundled model's held-out networks."""
+    import numpy as np
+    import tvm
+    import tvm.script
+
+    from .. import paths
+    from .._tvm.util import load_x86_intrinsics
+    from ..data.store import Dataset
+    from ..devices import get_device
+    from ..devices.base import device_key
+    from ..eval.splits import DEFAULT_TEST_NETWORKS
+    from .collector import build_workers
+    from .load import own_cpus
+    from .measure import MeasureConfig
+    from .worker import IsolatedRunner
+
+    spec = get_device(device)
+    if spec.rpc_key:
+        raise PerfcastError(f"device {device!r} is remote; calibrate runs on this machine's devices (local...)")
+    key = device_key(spec)
+    root = data or str(paths.bundled_dataset_dir())
+    excl = DEFAULT_TEST_NETWORKS if exclude_networks is None else tuple(exclude_networks)
+    refs = reference_records(Dataset(root), key, programs, seed, excl)
+    load_x86_intrinsics()
+    mods = [tvm.ir.save_json(tvm.script.from_source(s)) for s in refs["tir_script"]]
+    t0 = time.time()
+    now = np.full(len(mods), np.nan)
+    with IsolatedRunner(spec.threads, MeasureConfig(), workers=build_workers(own_cpus())) as run:
+        for i in range(0, len(mods), run.slots):
+            for j, r in enumerate(run.run_batch(mods[i:i + run.slots], spec.target_json), start=i):
+                if r["status"] == "ok":
+                    now[j] = r["latency_s"]
+    ok = np.isfinite(now)
+    if not ok.any():
+        raise PerfcastError(f"none of the {len(mods)} reference programs of {key!r} ran; is the machine the one "
+                            f"that measured them? (`perfcast devices`)")
+    ratio = now[ok] / refs["latency_s"].to_numpy(float)[ok]
+    cal = Calibration(device_key=key, speed_ratio=float(np.median(ratio)),
+                      ratio_p25=float(np.percentile(ratio, 25)), ratio_p75=float(np.percentile(ratio, 75)),
+                      programs=int(ok.sum()), failed=int((~ok).sum()), measure_s=time.time() - t0,
+                      measured_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), data=root)
+    if save:
+        paths.calibration_file(key).write_text(json.dumps(cal.to_dict(), indent=1))
+    return cal
+
+
+def last_calibration(key: str) -> Calibration | None:
+    """The last saved calibration of `key`, or None."""
+    from .. import paths
+
+    p = paths.calibration_file(key)
+    if not p.exists():
+        return None
+    return Calibration(**json.loads(p.read_text()))
+
+
+def check_ratio(ratio: float) -> float:
+    if not (math.isfinite(ratio) and ratio > 0):
+        raise PerfcastError(f"speed ratio {ratio!r} is not a positive number; use the speed_ratio `perfcast "
+                            f"calibrate` prints (1.0 = as fast as when the data was measured)")
+    return float(ratio)
