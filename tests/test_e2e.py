@@ -195,6 +195,17 @@ def test_random_schedules_are_seeded():
     assert c["predicted_s"] != a["predicted_s"]
 
 
+def test_a_second_tuner_on_one_database_is_refused(tmp_path):
+    from perfcast.e2e.schedules import LOCK_NAME, tune_network, tuning_lock
+
+    with tuning_lock(tmp_path):
+        with pytest.raises(PerfcastError, match="another tuner is writing the database .* another --out"):
+            tune_network("mlp", tmp_path, trials=1)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [LOCK_NAME]  # refused before any work
+    with tuning_lock(tmp_path):  # released on exit: the next tuner gets it
+        pass
+
+
 def test_a_speed_ratio_scales_every_kernel_and_keeps_the_uncalibrated_total():
     from perfcast.e2e import predict_network
 

@@ -13,6 +13,7 @@ names, same calls), so the program that is predicted is exactly the program that
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 from ..errors import PerfcastError
@@ -133,12 +134,11 @@ def tune_network(network: str, db_dir, trials: int, device: str = "local", batch
                  input_shape: str | None = None, seed: int = 0) -> str:
     """Tune every task of `network` with TVM meta-schedule (evolutionary search, TVM's XGBoost cost model, real
     measurements here) into a JSON database usable as `--schedules tuned:DB_DIR`. Returns the directory."""
-    import logging
     import os
 
     from tvm.s_tir import meta_schedule as ms
 
-    from ..collect.tasks import fuse, to_relax
+    from ..collect.tasks import to_relax
     from ..devices import get_device
 
     spec = get_device(device)
@@ -146,11 +146,46 @@ def tune_network(network: str, db_dir, trials: int, device: str = "local", batch
         raise PerfcastError(f"tuning runs on this machine; {device!r} is remote")
     if trials < 1:
         raise PerfcastError(f"trials {trials} must be at least 1")
-    os.environ["TVM_NUM_THREADS"] = str(spec.threads)
-    _, _, mod = to_relax(network, batch_size, input_shape)
-    runner = ms.runner.LocalRunner(evaluator_config=ms.runner.EvaluatorConfig(number=3, repeat=5, min_repeat_ms=20),
-                                   f_run_evaluator=pinned_run_evaluator)
     Path(db_dir).mkdir(parents=True, exist_ok=True)
+    with tuning_lock(db_dir):
+        os.environ["TVM_NUM_THREADS"] = str(spec.threads)
+        _, _, mod = to_relax(network, batch_size, input_shape)
+        runner = ms.runner.LocalRunner(evaluator_config=ms.runner.EvaluatorConfig(number=3, repeat=5,
+                                                                                  min_repeat_ms=20),
+                                       f_run_evaluator=pinned_run_evaluator)
+        _tune(mod, spec, db_dir, trials, runner, seed)
+    return str(db_dir)
+
+
+LOCK_NAME = ".perfcast-tune.lock"
+
+
+@contextlib.contextmanager
+def tuning_lock(db_dir):
+    """Hold an exclusive lock on `db_dir` while tuning: two tuners appending to one JSON database interleave their
+    records (a killed `perfcast tune` can leave its search running in a child). The OS drops the lock when the
+    holder exits, however it exits."""
+    import fcntl
+
+    f = open(Path(db_dir) / LOCK_NAME, "a+")
+    try:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise PerfcastError(f"another tuner is writing the database {str(db_dir)!r}; wait for it to finish (or "
+                                f"stop it) or tune into another --out directory") from None
+        yield
+    finally:
+        f.close()
+
+
+def _tune(mod, spec, db_dir, trials: int, runner, seed: int) -> None:
+    import logging
+
+    from tvm.s_tir import meta_schedule as ms
+
+    from ..collect.tasks import fuse
+
     # meta-schedule's logger setup lists the names of the handlers already on its logger and fails on an unnamed
     # one ('NoneType' has no attribute 'format'), which an earlier tuning run in the same process can leave behind
     ms_logger = logging.getLogger("tvm.s_tir.meta_schedule")
@@ -160,4 +195,3 @@ def tune_network(network: str, db_dir, trials: int, device: str = "local", batch
     ms.relax_integration.tune_relax(fuse(mod), {}, spec.target(), str(db_dir), max_trials_global=trials,
                                     num_trials_per_iter=16, builder=in_process_builder(), runner=runner,
                                     seed=seed)
-    return str(db_dir)
