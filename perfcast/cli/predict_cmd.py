@@ -29,7 +29,8 @@ def predict(
     measure: bool = typer.Option(False, "--measure", help="also compile and time the network on this machine"),
     calibrate: bool = typer.Option(False, "--calibrate", help="first time 40 stored programs of the device now "
                                    "(`perfcast calibrate`, ~20 s) and scale the predictions by how much slower or "
-                                   "faster the machine is today than when they were measured"),
+                                   "faster the machine is today than when they were measured (a CPU without records: "
+                                   "predicted uncalibrated, with a warning)"),
     input_shape: Optional[str] = typer.Option(None, help="shapes of dynamic ONNX inputs, NAME:1x3x224x224"),
     top: int = typer.Option(15, help="kernels to show in the table"),
     plot: Optional[str] = typer.Option(None, help="with --measure: write predicted vs measured per kernel to this PNG"),
@@ -41,13 +42,19 @@ def predict(
 
     if plot and not measure:
         raise PerfcastError(f"--plot {plot} draws predicted vs measured kernels; add --measure")
-    ratio = None
+    ratio, no_calibration = None, None
     if calibrate:
+        from ..collect.calibrate import NoReferences
         from ..collect.calibrate import calibrate as run_calibration
 
-        ratio = run_calibration(device).speed_ratio
+        try:
+            ratio = run_calibration(device).speed_ratio
+        except NoReferences as e:  # a CPU without records: predict as without --calibrate, and say so
+            no_calibration = f"not calibrated: {e}"
     r = predict_network(network, batch_size, device, model, measure, input_shape, schedules=schedules,
                         method=method, layerwise_model=layerwise_model, speed_ratio=ratio)
+    if no_calibration:
+        r["warning"] = f"{r['warning']}; {no_calibration}" if r.get("warning") else no_calibration
     if plot:
         from ..e2e.predict import plot_kernels
 

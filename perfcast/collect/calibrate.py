@@ -26,6 +26,10 @@ from ..errors import PerfcastError
 REFERENCE_KINDS = ("default", "random")  # timed by perfcast itself
 
 
+class NoReferences(PerfcastError):
+    """The dataset has no record of the device to calibrate against (e.g. a CPU perfcast never measured)."""
+
+
 @dataclass(frozen=True)
 class Calibration:
     device_key: str
@@ -56,7 +60,7 @@ def reference_records(ds, device_key: str, programs: int, seed: int = 0,
     if exclude_networks:
         df = df[~df["networks"].map(lambda ns: bool(set(ns) & set(exclude_networks)))]
     if df.empty:
-        raise PerfcastError(f"no record of {device_key!r} timed by perfcast (protocol {MEASURE_PROTOCOL}) in "
+        raise NoReferences(f"no record of {device_key!r} timed by perfcast (protocol {MEASURE_PROTOCOL}) in "
                             f"{str(ds.root)!r} to calibrate against; measure some first: perfcast collect mlp "
                             f"--device local --programs-per-task 8 --out {ds.root}")
     df = df.sample(min(programs, len(df)), random_state=seed)
