@@ -44,10 +44,9 @@ def main() -> None:
     import dataclasses
 
     import pandas as pd
-    import tvm
-    import tvm.script
 
     from perfcast import paths
+    from perfcast.collect.calibrate import time_stored
     from perfcast.collect.measure import MeasureConfig
     from perfcast.collect.worker import IsolatedRunner
     from perfcast.data.store import Dataset
@@ -63,21 +62,15 @@ def main() -> None:
     if t.empty:
         raise SystemExit(f"no ok record of {dkey!r} in {str(ds.root)!r}: collect some on this machine first")
     t = t.sort_values("protocol").drop_duplicates("record_id").sample(min(a.n, len(t)), random_state=a.seed)
-    mods = [tvm.ir.save_json(tvm.script.from_source(s)) for s in t["tir_script"]]
+    scripts = list(t["tir_script"])
     # protocol 1: one round of 5 repeats (2 above 1 s), launching thread free, one program per worker
     cfg = MeasureConfig() if a.protocol == 2 else dataclasses.replace(
         MeasureConfig(), rounds=1, repeats=5, very_slow_repeats=2, pin_launcher=False)
-    passes = []
     with IsolatedRunner(spec.threads, cfg, workers=2, per_worker=6 if a.protocol == 2 else 1) as run:
-        for order in (range(len(mods)), reversed(range(len(mods)))):
-            order, lat = list(order), np.full(len(mods), np.nan)
-            for i in range(0, len(order), run.slots):
-                b = order[i:i + run.slots]
-                for j, r in zip(b, run.run_batch([mods[j] for j in b], spec.target_json)):
-                    lat[j] = r["latency_s"] if r["status"] == "ok" else np.nan
-            passes.append(lat)
+        passes = [time_stored(run, scripts, spec.target_json, order)
+                  for order in (range(len(scripts)), reversed(range(len(scripts))))]
     stored = t["latency_s"].to_numpy(float)
-    out = {"device_key": dkey, "programs": len(mods), "protocol": a.protocol,
+    out = {"device_key": dkey, "programs": len(scripts), "protocol": a.protocol,
            "stored_protocols": {str(k): int(v) for k, v in t["protocol"].value_counts().items()},
            "pass_b_vs_pass_a": agreement(passes[0], passes[1]), "stored_vs_pass_a": agreement(passes[0], stored)}
     if a.csv:

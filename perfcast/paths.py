@@ -92,10 +92,3 @@ def bundled_model_dir() -> Path:
     """The model shipped with the package (trained on the bundled dataset)."""
     return package_dir() / "models" / "bundled"
 
-
-def calibration_file(device_key: str) -> Path:
-    """The last `perfcast calibrate` result of a device (JSON), in the per-user cache."""
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in device_key)
-    d = cache_dir() / "calibration"
-    d.mkdir(parents=True, exist_ok=True)
-    return d / f"{safe}.json"

@@ -11,12 +11,11 @@ protocol): it rebuilds `programs` stored ok records of the device from their TVM
 returns the median of now / stored, the speed ratio. `perfcast predict --calibrate` multiplies every kernel's
 prediction by it. Only records timed by perfcast's current protocol are references (imported meta-schedule
 timings were taken another way), and records of the bundled model's held-out networks never are (so calibrated
-figures on them stay figures on unseen networks). The result is kept as JSON in the cache, one file per device.
+figures on them stay figures on unseen networks).
 """
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from dataclasses import asdict, dataclass
@@ -68,16 +67,34 @@ def reference_records(ds, device_key: str, programs: int, seed: int = 0,
     return df.merge(scripts, on="record_id", how="left")
 
 
-def calibrate(device: str = "local", data: str | None = None, programs: int = 40, seed: int = 0,
-              exclude_networks: tuple[str, ...] | None = None, save: bool = True) -> Calibration:
-    """Time `programs` stored programs of `device` now; see the module docstring. `exclude_networks` defaults to
-    the bundled model's held-out networks."""
+def time_stored(run, scripts: list[str], target_json: str, order=None):
+    """Latency (s) of each stored program (TVMScript) timed now by the open runner `run` (an `IsolatedRunner`), in
+    `order` (default: as given), `run.slots` at a time; NaN where the program did not run ok."""
     import numpy as np
     import tvm
     import tvm.script
 
-    from .. import paths
     from .._tvm.util import load_x86_intrinsics
+
+    load_x86_intrinsics()
+    mods = [tvm.ir.save_json(tvm.script.from_source(s)) for s in scripts]
+    order = list(range(len(mods))) if order is None else list(order)
+    now = np.full(len(mods), np.nan)
+    for i in range(0, len(order), run.slots):
+        b = order[i:i + run.slots]
+        for j, r in zip(b, run.run_batch([mods[j] for j in b], target_json)):
+            if r["status"] == "ok":
+                now[j] = r["latency_s"]
+    return now
+
+
+def calibrate(device: str = "local", data: str | None = None, programs: int = 40, seed: int = 0,
+              exclude_networks: tuple[str, ...] | None = None) -> Calibration:
+    """Time `programs` stored programs of `device` now; see the module docstring. `exclude_networks` defaults to
+    the bundled model's held-out networks."""
+    import numpy as np
+
+    from .. import paths
     from ..data.store import Dataset
     from ..devices import get_device
     from ..devices.base import device_key
@@ -94,37 +111,18 @@ def calibrate(device: str = "local", data: str | None = None, programs: int = 40
     root = data or str(paths.bundled_dataset_dir())
     excl = DEFAULT_TEST_NETWORKS if exclude_networks is None else tuple(exclude_networks)
     refs = reference_records(Dataset(root), key, programs, seed, excl)
-    load_x86_intrinsics()
-    mods = [tvm.ir.save_json(tvm.script.from_source(s)) for s in refs["tir_script"]]
     t0 = time.time()
-    now = np.full(len(mods), np.nan)
     with IsolatedRunner(spec.threads, MeasureConfig(), workers=build_workers(own_cpus())) as run:
-        for i in range(0, len(mods), run.slots):
-            for j, r in enumerate(run.run_batch(mods[i:i + run.slots], spec.target_json), start=i):
-                if r["status"] == "ok":
-                    now[j] = r["latency_s"]
+        now = time_stored(run, list(refs["tir_script"]), spec.target_json)
     ok = np.isfinite(now)
     if not ok.any():
-        raise PerfcastError(f"none of the {len(mods)} reference programs of {key!r} ran; is the machine the one "
+        raise PerfcastError(f"none of the {len(now)} reference programs of {key!r} ran; is the machine the one "
                             f"that measured them? (`perfcast devices`)")
     ratio = now[ok] / refs["latency_s"].to_numpy(float)[ok]
-    cal = Calibration(device_key=key, speed_ratio=float(np.median(ratio)),
-                      ratio_p25=float(np.percentile(ratio, 25)), ratio_p75=float(np.percentile(ratio, 75)),
-                      programs=int(ok.sum()), failed=int((~ok).sum()), measure_s=time.time() - t0,
-                      measured_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), data=root)
-    if save:
-        paths.calibration_file(key).write_text(json.dumps(cal.to_dict(), indent=1))
-    return cal
-
-
-def last_calibration(key: str) -> Calibration | None:
-    """The last saved calibration of `key`, or None."""
-    from .. import paths
-
-    p = paths.calibration_file(key)
-    if not p.exists():
-        return None
-    return Calibration(**json.loads(p.read_text()))
+    return Calibration(device_key=key, speed_ratio=float(np.median(ratio)),
+                       ratio_p25=float(np.percentile(ratio, 25)), ratio_p75=float(np.percentile(ratio, 75)),
+                       programs=int(ok.sum()), failed=int((~ok).sum()), measure_s=time.time() - t0,
+                       measured_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), data=root)
 
 
 def check_ratio(ratio: float) -> float:

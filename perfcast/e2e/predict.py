@@ -45,6 +45,10 @@ def predict_network(network: str, batch_size: int = 1, device: str = "local", mo
     from .schedules import apply_schedules, parse_schedules
 
     parse_schedules(schedules)  # a bad value fails before any work
+    if speed_ratio is not None:
+        from ..collect.calibrate import check_ratio
+
+        speed_ratio = check_ratio(speed_ratio)
     if method not in METHODS:
         raise PerfcastError(f"unknown method {method!r}; use --method kernel or --method layerwise")
     if method == "layerwise" and schedules != "default":
@@ -71,12 +75,13 @@ def predict_network(network: str, batch_size: int = 1, device: str = "local", mo
     per_call = dict(zip(order, m.predict(features_of_programs([programs[k] for k in order], spec))))
     source = dict.fromkeys(order, "kernel")
     lw_info = _layerwise(per_call, source, programs, order, spec, layerwise_model) if method == "layerwise" else {}
-    if speed_ratio is not None:
-        from ..collect.calibrate import check_ratio
+    def replayed(times: dict):
+        return replay([Kernel(name, float(times[k]), deps) for (name, _, deps), k in zip(graph, keys)])
 
-        uncalibrated = replay([Kernel(name, float(per_call[k]), deps) for (name, _, deps), k in zip(graph, keys)])
-        per_call = {k: v * check_ratio(speed_ratio) for k, v in per_call.items()}
-    sim = replay([Kernel(name, float(per_call[k]), deps) for (name, _, deps), k in zip(graph, keys)])
+    if speed_ratio is not None:
+        uncalibrated = replayed(per_call)
+        per_call = {k: v * speed_ratio for k, v in per_call.items()}
+    sim = replayed(per_call)
     calls = {k: keys.count(k) for k in order}
     kernels = [{"name": names[k], "workload_key": k, "calls": calls[k], "predicted_s": float(per_call[k]),
                 "total_predicted_s": float(per_call[k]) * calls[k], "method": source[k]} for k in order]
