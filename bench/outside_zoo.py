@@ -66,7 +66,7 @@ def tune(mod, work_dir: str, trials: int, device: str = "local") -> None:
     from tvm.s_tir import meta_schedule as ms
 
     from perfcast.devices import get_device
-    from perfcast.e2e.schedules import in_process_builder, pinned_run_evaluator
+    from perfcast.e2e.schedules import isolated_builder, pinned_run_evaluator
 
     spec = get_device(device)
     os.environ["TVM_NUM_THREADS"] = str(spec.threads)
@@ -76,7 +76,7 @@ def tune(mod, work_dir: str, trials: int, device: str = "local") -> None:
                                                                                min_repeat_ms=20),
                                    f_run_evaluator=pinned_run_evaluator)
     ms.tune_tir(mod, spec.target(), work_dir, max_trials_global=trials, num_trials_per_iter=16,
-                builder=in_process_builder(), runner=runner, num_tuning_cores=1, seed=0)
+                builder=isolated_builder(), runner=runner, num_tuning_cores=1, seed=0)
 
 
 def main() -> None:

@@ -206,6 +206,33 @@ def test_a_second_tuner_on_one_database_is_refused(tmp_path):
         pass
 
 
+def test_the_tuners_builder_survives_a_build_that_hangs(matmul64, target_json, tmp_path):
+    """A candidate whose build outlasts the timeout becomes a failed build result (the worker is killed and the
+    next candidate gets a new one); a good build is a shared library that computes the matmul."""
+    import json
+
+    import numpy as np
+    import tvm
+    from tvm.s_tir import meta_schedule as ms
+
+    from perfcast.e2e.schedules import isolated_builder
+
+    target = tvm.target.Target(json.loads(target_json))
+    inp = ms.builder.BuilderInput(matmul64, target)
+    (slow,) = isolated_builder(timeout_s=0.001).build([inp])  # no LLVM build finishes within 1 ms
+    assert slow.artifact_path is None and slow.error_msg.startswith("timeout: build exceeded")
+    builder = isolated_builder()
+    for _ in range(2):  # the same worker builds again
+        (res,) = builder.build([inp])
+        assert res.error_msg is None
+        f = tvm.runtime.load_module(res.artifact_path)["main"]
+        a, b = np.random.default_rng(0).random((2, 64, 64), dtype=np.float32)
+        dev = tvm.cpu(0)
+        c = tvm.runtime.tensor(np.zeros((64, 64), np.float32), dev)
+        f(tvm.runtime.tensor(a, dev), tvm.runtime.tensor(b, dev), c)
+        np.testing.assert_allclose(c.numpy(), a @ b, rtol=1e-5)
+
+
 def test_a_speed_ratio_scales_every_kernel_and_keeps_the_uncalibrated_total():
     from perfcast.e2e import predict_network
 

@@ -7,6 +7,7 @@ import pytest
 
 from perfcast.features import (ANALYTIC_FEATURES, LEAF_FEATURES, as_primfunc, get_extractor, list_extractors,
                                positional_encoding)
+from perfcast.features.analytic import CACHE_CAPACITIES
 from perfcast.features.base import FeatureExtractor
 
 lg = math.log2
@@ -247,6 +248,70 @@ def test_analytic_matmul(progs):
     assert (f["max_parallel_extent"], f["max_vector_extent"]) == (0, 0)
     assert (f["n_leaves"], f["max_nest_depth"], f["n_buffers"]) == (2, 3, 3)
     assert f["arg_bytes"] == 4 * (m * k + k * n + m * n)
+    # distinct lines of the update's accesses (the init writes C's lines again): C 4x16 floats = 4 lines, A 4x8 = 2,
+    # B 8x16 = 8; 14 x 64 bytes, and every capacity from 16 KiB up holds them all
+    assert f["footprint_bytes"] == 14 * 64
+    assert all(f[f"traffic_bytes_{name}"] == 14 * 64 for name, _ in CACHE_CAPACITIES)
+
+
+def test_cache_traffic_by_hand(progs):
+    """The stack-distance footprint model on the (4,16,8) matmul, loops i, j, k. FP[d] = lines touched while the
+    loops from depth d run once: FP[0] = 14 lines (896 B), FP[1] (j, k) = C 1 + A 1 + B 8 = 10 (640 B), FP[2] (k) =
+    10 (640 B: B's column is 8 lines), FP[3] = 3 (one line each)."""
+    from perfcast.features._tir import cache_traffic, walk
+
+    leaves = walk(progs["mm"]).leaves
+    assert [len(x.footprint) for x in leaves] == [0, 3]  # init store skipped; C's load is C's store again
+    assert cache_traffic(leaves, 1000) == 14 * 64  # all fits: every line once
+    assert cache_traffic(leaves, 700) == 14 * 64  # the (j, k) body fits: B is reused across i, 640 B apart
+    # only one k run's lines fit (192 <= 300 < 640): each (i, j) moves in its 10 lines again
+    assert cache_traffic(leaves, 300) == 10 * 4 * 16 * 64
+    assert cache_traffic(leaves, 100) == 10 * 4 * 16 * 64  # not even 3 lines: no smaller unit than one k run
+
+
+@pytest.mark.parametrize("elem, size, moves, extents, lines", [
+    (4, None, [4], [16], 1),  # 16 contiguous floats: one line
+    (4, None, [4], [17], 2),
+    (4, None, [128], [8], 8),  # a column, rows 128 B apart: a line per row
+    (4, None, [32], [8], 4),  # rows 32 B apart: 8 x 32 B = 256 B of lines (two rows per line)
+    (4, None, [4, 256], [16, 4], 4),  # 4 rows of 64 B
+    (4, None, [1024, 1024], [6, 3], 8),  # conv-style h + kh on 1 KiB rows: rows 0..7, not 18
+    (4, None, [2048, 1024], [6, 3], 13),  # stride-2 conv rows: 2*5 + 2 + 1 = 13 rows
+    (4, 1024, [4096], [100], 16),  # capped at the buffer's 16 lines
+    (4, None, [0, 4], [50, 8], 1),  # a loop that does not move the access adds nothing
+    (2, None, [None], [64], 2),  # an unknown move counts as one element: 64 x 2 B
+])
+def test_access_lines(elem, size, moves, extents, lines):
+    from perfcast.features._tir import access_lines
+
+    assert access_lines(elem, size, moves, extents) == lines
+
+
+def test_cache_traffic_naive_matmul_outgrows_the_caches():
+    """TVM's untuned (64, 1024, 256) matmul, loops i, j, k: the weight B (1 MiB) is read down its columns.
+    FP[2] (k) = C 1 + A 16 + B 256 lines (17,472 B); FP[1] (j, k) = C 64 + A 16 + B 16,384 (1,053,696 B, just over
+    1 MiB); FP[0] = C 4,096 + A 1,024 + B 16,384 (1,376,256 B)."""
+    from tvm.script import tirx as T
+
+    @T.prim_func(s_tir=True)
+    def mm(A: T.Buffer((64, 256), "float32"), B: T.Buffer((256, 1024), "float32"),
+           C: T.Buffer((64, 1024), "float32")):
+        for i, j, k in T.grid(64, 1024, 256):
+            with T.sblock("C"):
+                vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+                with T.init():
+                    C[vi, vj] = T.float32(0.0)
+                C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
+
+    f = figures(mm)
+    assert f["footprint_bytes"] == 21504 * 64 == 1376256
+    # 16 KiB: one k run (273 lines) does not stay: every (i, j) moves its 273 lines in again
+    assert f["traffic_bytes_16KiB"] == 273 * 64 * 1024 * 64
+    # 64 KiB .. 1 MiB: a k run fits but the (j, k) body does not: each i moves in FP[1] again
+    for name in ("64KiB", "256KiB", "1MiB"):
+        assert f[f"traffic_bytes_{name}"] == 16464 * 64 * 64
+    for name in ("4MiB", "16MiB", "64MiB"):  # everything fits: each line once
+        assert f[f"traffic_bytes_{name}"] == 1376256
 
 
 def test_analytic_matches_tvm_flop_estimate(progs):
@@ -265,7 +330,9 @@ def test_analytic_vectorized_parallel(progs):
     assert f == {"flops": 5 * trips, "bytes_read": 8 * trips, "bytes_written": 2 * trips,
                  "arithmetic_intensity": 0.5, "total_trip_count": 8 + 8 * 4 + trips, "max_parallel_extent": 8,
                  "max_vector_extent": 16, "n_leaves": 1, "max_nest_depth": 3, "n_buffers": 2,
-                 "arg_bytes": 8 * 64 * 4 + 8 * 64 * 2}
+                 "arg_bytes": 8 * 64 * 4 + 8 * 64 * 2,
+                 # A (2 KiB) and B (1 KiB) each read once, contiguously: 48 lines
+                 "footprint_bytes": 3072, **{f"traffic_bytes_{name}": 3072 for name, _ in CACHE_CAPACITIES}}
     ex = get_extractor("analytic")
     np.testing.assert_array_equal(ex.extract(progs["vp"]), [f[k] for k in ANALYTIC_FEATURES])
     np.testing.assert_allclose(get_extractor("analytic", log=True).extract(progs["vp"]),

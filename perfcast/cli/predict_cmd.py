@@ -124,7 +124,9 @@ def predict(
 
 
 TUNE_HELP = ("Tune every task of a network with TVM meta-schedule on this machine (evolutionary search, real "
-             "measurements) into a JSON database, for `perfcast predict --schedules tuned:DB_DIR`.")
+             "measurements) into a JSON database, for `perfcast predict --schedules tuned:DB_DIR`. Candidates are "
+             "built in a child process with a 60 s timeout (a hanging build fails that candidate only). The database "
+             "gets its records as the search joins each task's measurements: a tuner stopped early may leave few.")
 TUNE_EXAMPLE = "Example: perfcast tune mlp --trials 48 --out runs/mlp-db"
 
 

@@ -53,6 +53,16 @@ def _serve(rfd: int, wfd: int) -> None:
         except EOFError:
             return
         slot = int(req.get("slot", 0))
+        if req["op"] == "export":  # build to a shared library at req["path"] (meta-schedule's builder contract)
+            t0 = time.perf_counter()
+            try:
+                mod = tvm.ir.load_json(req["mod_json"])
+                tvm.build(mod, target=tvm.target.Target(json.loads(req["target_json"]))).export_library(req["path"])
+                send({"kind": "result", "status": "ok", "error": "", "build_s": time.perf_counter() - t0})
+            except Exception as e:  # noqa: BLE001 - a failed candidate is a result, not a crash
+                send({"kind": "result", "status": "build_error", "error": _short(e),
+                      "build_s": time.perf_counter() - t0})
+            continue
         if req["op"] == "build":
             progs.pop(slot, None)
             t0 = time.perf_counter()
@@ -231,6 +241,21 @@ class _Worker:
             return {"status": "build_error", "error": err, "build_s": msg["build_s"]}
         self.built[self._slot] = msg["build_s"]
         return None
+
+    def export(self, mod_json: str, target_json: str, path: str) -> dict:
+        """Build a program to a shared library at `path`: {"status": "ok" | "build_error" | "timeout", "error",
+        "build_s"}; a build that crashes the worker or exceeds `build_timeout_s` kills it (the next call starts a
+        new one)."""
+        self.ensure()
+        t0 = time.perf_counter()
+        self._request("export", mod_json=mod_json, target_json=target_json, path=path)
+        msg = self._read(self.config.build_timeout_s)
+        if msg is None:
+            return self._fail("timeout", f"build exceeded {self.config.build_timeout_s:.0f} s", time.perf_counter() - t0)
+        if msg["kind"] == "died":
+            return self._fail("build_error", f"worker died while building: {self._stderr_tail()}",
+                              time.perf_counter() - t0)
+        return msg
 
     def measure(self, slot: int = 0, settle: bool = False, plan: list | None = None) -> dict:
         """Time the program built in `slot` (`plan`: the inner-loop count and repeats of its earlier round); with

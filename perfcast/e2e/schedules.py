@@ -84,9 +84,13 @@ def apply_schedules(fused, target, spec: str) -> tuple[object, dict]:
     return out, info
 
 
-def in_process_builder():
-    """A meta-schedule builder that builds in this process (the stock LocalBuilder re-imports every backend's
-    tensor intrinsics per batch: seconds each on this machine)."""
+def isolated_builder(timeout_s: float = 60.0):
+    """A meta-schedule builder that builds each candidate in a long-lived child process (`perfcast.collect.worker`)
+    with a timeout: a candidate whose LLVM build hangs or crashes (an inception_v3 avg-pool candidate built for
+    over 6 minutes) becomes a failed build result and the worker is restarted, instead of stopping the search.
+    The stock LocalBuilder isolates too but starts new workers per batch, each re-importing every backend's tensor
+    intrinsics (seconds each on this machine); this one starts one worker and keeps it."""
+    import json
     import os
     import tempfile
 
@@ -94,25 +98,28 @@ def in_process_builder():
     from tvm.ir.utils import derived_object
     from tvm.s_tir.meta_schedule.builder import BuilderResult, PyBuilder
 
-    from .._tvm.util import load_x86_intrinsics
+    from .._tvm.util import load_x86_intrinsics, plain
+    from ..collect.measure import MeasureConfig
+    from ..collect.worker import _Worker
 
-    load_x86_intrinsics()
+    load_x86_intrinsics()  # the search applies tensorizing schedule rules in this process
+    worker = _Worker(1, MeasureConfig(build_timeout_s=timeout_s))
 
     @derived_object
-    class InProcessBuilder(PyBuilder):
+    class IsolatedBuilder(PyBuilder):
         def build(self, build_inputs):
             out = []
             for inp in build_inputs:
+                path = os.path.join(tempfile.mkdtemp(prefix="perfcast-build-"), "lib.so")
                 try:
-                    lib = tvm.tirx.build(inp.mod, target=inp.target)
-                    path = os.path.join(tempfile.mkdtemp(prefix="perfcast-build-"), "lib.so")
-                    lib.export_library(path)
-                    out.append(BuilderResult(path, None))
-                except Exception as e:  # noqa: BLE001 - a failed candidate is a result, not a crash
-                    out.append(BuilderResult(None, str(e)))
+                    res = worker.export(tvm.ir.save_json(inp.mod), json.dumps(plain(inp.target.export())), path)
+                except Exception as e:  # noqa: BLE001 - e.g. a module that does not serialize
+                    res = {"status": "build_error", "error": str(e)}
+                ok = res["status"] == "ok"
+                out.append(BuilderResult(path if ok else None, None if ok else f"{res['status']}: {res['error']}"))
             return out
 
-    return InProcessBuilder()
+    return IsolatedBuilder()
 
 
 def pinned_run_evaluator(rt_mod, device, evaluator_config, repeated_args) -> list[float]:
@@ -193,5 +200,5 @@ def _tune(mod, spec, db_dir, trials: int, runner, seed: int) -> None:
         if h.get_name() is None:
             ms_logger.removeHandler(h)
     ms.relax_integration.tune_relax(fuse(mod), {}, spec.target(), str(db_dir), max_trials_global=trials,
-                                    num_trials_per_iter=16, builder=in_process_builder(), runner=runner,
+                                    num_trials_per_iter=16, builder=isolated_builder(), runner=runner,
                                     seed=seed)

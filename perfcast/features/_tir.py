@@ -68,6 +68,11 @@ class Leaf:
     # change or None, its element bytes, the known byte-address changes of the loads, the number of loads) when
     # that loop's var goes 0 -> 1
     access: list = field(default_factory=list)
+    # per distinct access (the store, then the loads; an access of the same buffer with the same address changes
+    # as an earlier one is left out): (element bytes, the buffer's bytes or None, per enclosing loop outermost
+    # first the byte-address change when its var goes 0 -> 1 or None); empty for init stores (see `cache_traffic`)
+    footprint: list = field(default_factory=list)
+    footprint_lines: list | None = None  # `footprint_table`'s cache
 
     @property
     def float_ops(self) -> int:
@@ -280,6 +285,15 @@ class _Walker:
             moves = [self._load_stride(x, lp.var) for x in leaf.loads]
             leaf.access.append((lp.extent, self._flat_move(store.buffer, store.indices, lp.var),
                                 nbytes(store.buffer.dtype), [m for m in moves if m is not None], len(moves)))
+        if not init:  # an init store writes the lines its update store writes
+            seen = set()
+            for buf, indices in [(store.buffer, store.indices)] + [(x.source, x.indices) for x in leaf.loads]:
+                moves = tuple(self._flat_move(buf, indices, lp.var) for lp in self.loops)
+                if (handle(buf), moves) not in seen:
+                    seen.add((handle(buf), moves))
+                    dims = [const_int(d) for d in buf.shape]
+                    size = None if any(d is None for d in dims) else math.prod(dims) * nbytes(buf.dtype)
+                    leaf.footprint.append((nbytes(buf.dtype), size, moves))
         self.leaves.append(leaf)
 
     def _inner_var(self) -> int:
@@ -378,6 +392,64 @@ class _Walker:
                 elif name in MATH_OTHER:
                     leaf.float_math_other += 1
             stack.extend(children(x, t, ir_expr, binary))
+
+
+LINE_BYTES = 64  # cache line
+
+
+def access_lines(elem_bytes: int, size_bytes: int | None, moves, extents) -> int:
+    """Distinct cache lines one access touches while loops of `extents` run (their byte-address changes `moves`).
+
+    Loops are taken by increasing |move|: a move within the contiguous run so far, or within a line, extends the
+    run; a move within the span of the last group of runs extends that group; a larger one repeats everything
+    `extent` times at a new place. Lines = lines of the run x the product of the group counts, at most the buffer's
+    lines. An unknown move counts as one element.
+    """
+    terms = sorted((abs(elem_bytes if m is None else m), e) for m, e in zip(moves, extents) if e > 1 and m != 0)
+    run, groups = elem_bytes, []  # groups: [stride bytes, count]
+    for move, ext in terms:
+        if not groups and move <= max(run, LINE_BYTES):
+            run += move * (ext - 1)
+        elif groups and move <= groups[-1][0] * groups[-1][1]:
+            g = groups[-1]
+            g[1] += -(-move * (ext - 1) // g[0])
+        else:
+            groups.append([move, ext])
+    lines = -(-run // LINE_BYTES) * math.prod(c for _, c in groups)
+    return min(lines, -(-size_bytes // LINE_BYTES)) if size_bytes else lines
+
+
+def cache_traffic(leaves, capacity_bytes: float) -> float:
+    """Bytes moved into a fully associative LRU cache of `capacity_bytes` (lines of `LINE_BYTES`), estimated per
+    store from its loop nest (the stack-distance footprint model).
+
+    For a store in loops l_0..l_{n-1} (outermost first), FP[d] is the bytes of the distinct lines all its accesses
+    touch while loops l_d.. run once. The smallest d with FP[d] <= capacity is the outermost loop body that fits:
+    each time loop l_{d-1} runs, an access moves in the lines it touches during that run once (its iterations reuse
+    each other's lines, FP[d] apart); l_{d-1} runs prod(extents of l_0..l_{d-2}) times. If the whole nest fits,
+    that is every line once. Stores are summed (no reuse between stores).
+    """
+    total = 0.0
+    for leaf in leaves:
+        if not leaf.footprint:
+            continue
+        table = footprint_table(leaf)  # table[d]: each access's lines while loops l_d.. run once
+        ext = [x.extent for x in leaf.loops]
+        d = len(ext)
+        while d > 0 and sum(table[d - 1]) * LINE_BYTES <= capacity_bytes:
+            d -= 1
+        total += sum(table[max(d - 1, 0)]) * LINE_BYTES * math.prod(ext[:max(d - 1, 0)])
+    return total
+
+
+def footprint_table(leaf) -> list[list[int]]:
+    """Per depth d = 0..len(loops): each footprint access's distinct lines while loops l_d.. run once (cached on
+    the leaf)."""
+    if leaf.footprint_lines is None:
+        ext = [x.extent for x in leaf.loops]
+        leaf.footprint_lines = [[access_lines(eb, size, moves[d:], ext[d:]) for eb, size, moves in leaf.footprint]
+                                for d in range(len(ext) + 1)]
+    return leaf.footprint_lines
 
 
 def walk(func) -> Walk:

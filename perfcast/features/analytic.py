@@ -4,6 +4,11 @@ Counts come from the same walk as the compact AST: each store's per-execution co
 runs, which is the product of its enclosing loops' trip counts, except that a reduction block's init store does not
 run again for loops whose variable feeds only the block's reduction variables (a (M,N,K) matmul's init runs M*N
 times, its update M*N*K times). Block predicates (`T.where`) are ignored and a non-constant extent counts as 1.
+
+Version 2 adds memory-hierarchy figures: the bytes of distinct cache lines the program touches and the bytes caches
+of seven capacities (16 KiB to 64 MiB) would move in, from a stack-distance footprint model of each store's loop
+nest (`_tir.cache_traffic`). TVM's unscheduled kernels are where this matters most: a naive matmul whose weight
+matrix outgrows a cache level runs several times slower per FLOP, which operation counts alone cannot tell.
 """
 
 from __future__ import annotations
@@ -12,9 +17,11 @@ import math
 
 import numpy as np
 
-from ._tir import FOR_PARALLEL, FOR_VECTORIZED, arg_buffer_bytes, walk
+from ._tir import FOR_PARALLEL, FOR_VECTORIZED, arg_buffer_bytes, cache_traffic, walk
 from .base import FeatureExtractor, as_primfunc, register
 
+CACHE_CAPACITIES = tuple((f"{kib}KiB" if kib < 1024 else f"{kib // 1024}MiB", kib * 1024)
+                         for kib in (16, 64, 256, 1024, 4096, 16384, 65536))
 ANALYTIC_FEATURES = (
     "flops",  # sum over stores of float ops per execution (every LEAF_FEATURES float_* column) x executions
     "bytes_read",  # sum over stores of loaded bytes per execution x executions
@@ -27,6 +34,10 @@ ANALYTIC_FEATURES = (
     "max_nest_depth",  # deepest loop nest around a store
     "n_buffers",  # distinct buffers stored or loaded (arguments and intermediates)
     "arg_bytes",  # total bytes of the function's buffer arguments
+    "footprint_bytes",  # bytes of the distinct cache lines the stores' accesses touch (summed over stores)
+    # bytes a fully associative LRU cache of that capacity would move in (`_tir.cache_traffic`: a stack-distance
+    # footprint model over each store's loop nest); the device features say which capacities a device has
+    *(f"traffic_bytes_{name}" for name, _ in CACHE_CAPACITIES),
 )
 
 
@@ -40,13 +51,13 @@ def _max_kind_product(w, kind: int) -> float:
 
 @register
 class AnalyticExtractor(FeatureExtractor):
-    """Static figures of a program -> float64 vector of length 11 (`ANALYTIC_FEATURES`).
+    """Static figures of a program -> float64 vector of length 19 (`ANALYTIC_FEATURES`).
 
     With `log=True` every entry x becomes log2(1 + x).
     """
 
     name = "analytic"
-    version = 1
+    version = 2  # 2: footprint and cache traffic at seven capacities
     ndim = 1
 
     def __init__(self, log: bool = False):
@@ -77,6 +88,8 @@ class AnalyticExtractor(FeatureExtractor):
             "max_nest_depth": float(max((len(x.loops) for x in w.leaves), default=0)),
             "n_buffers": float(len(buffers)),
             "arg_bytes": float(arg_buffer_bytes(func)),
+            "footprint_bytes": cache_traffic(w.leaves, math.inf),
+            **{f"traffic_bytes_{name}": cache_traffic(w.leaves, cap) for name, cap in CACHE_CAPACITIES},
         }
 
     def extract(self, program) -> np.ndarray:

@@ -5,7 +5,7 @@
 - `leaves`   n arrays (n_leaves, 44): the compact AST's raw leaf vectors (`LEAF_FEATURES`, no positional encoding)
 - `ordering` n arrays (n_leaves,): the compact AST's ordering vector (models add the positional encoding)
 - `stores`   n arrays (n_stores, 164): TVM's PerStoreFeature rows
-- `analytic` (n, 11): `ANALYTIC_FEATURES` as log2(1 + x)
+- `analytic` (n, 19): `ANALYTIC_FEATURES` as log2(1 + x)
 - `device`   (n, 11): `DEVICE_FEATURES` of the device each program ran (or will run) on
 
 `dataset_features(ds, records)` computes them for a dataset's records, once: the result of every records partition
