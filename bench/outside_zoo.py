@@ -75,8 +75,9 @@ def tune(mod, work_dir: str, trials: int, device: str = "local") -> None:
     runner = ms.runner.LocalRunner(evaluator_config=ms.runner.EvaluatorConfig(number=3, repeat=5,
                                                                                min_repeat_ms=20),
                                    f_run_evaluator=pinned_run_evaluator)
-    ms.tune_tir(mod, spec.target(), work_dir, max_trials_global=trials, num_trials_per_iter=16,
-                builder=isolated_builder(), runner=runner, num_tuning_cores=1, seed=0)
+    with isolated_builder() as builder:
+        ms.tune_tir(mod, spec.target(), work_dir, max_trials_global=trials, num_trials_per_iter=16,
+                    builder=builder, runner=runner, num_tuning_cores=1, seed=0)
 
 
 def main() -> None:

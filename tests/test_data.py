@@ -45,8 +45,9 @@ def tuned_db(tmp_path_factory, matmul64, target_json):
     work_dir = str(tmp_path_factory.mktemp("msdb"))
     target = tvm.target.Target(json.loads(target_json))
     runner = ms.runner.LocalRunner(evaluator_config=ms.runner.EvaluatorConfig(number=2, repeat=3, min_repeat_ms=0))
-    ms.tune_tir(matmul64, target, work_dir, max_trials_global=8, num_trials_per_iter=8, builder=isolated_builder(),
-                runner=runner, cost_model="random", strategy="replay-trace", num_tuning_cores=1, seed=0)
+    with isolated_builder() as builder:
+        ms.tune_tir(matmul64, target, work_dir, max_trials_global=8, num_trials_per_iter=8, builder=builder,
+                    runner=runner, cost_model="random", strategy="replay-trace", num_tuning_cores=1, seed=0)
     db = ms.database.JSONDatabase(work_dir=work_dir)
     wl = db.commit_workload(matmul64)
     db.commit_tuning_record(ms.database.TuningRecord(tvm.s_tir.schedule.Trace([], {}), wl, None, target, None))

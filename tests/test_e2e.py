@@ -206,6 +206,24 @@ def test_a_second_tuner_on_one_database_is_refused(tmp_path):
         pass
 
 
+def _children(name: str) -> list[int]:
+    """PIDs of this process's child processes whose command line contains `name`."""
+    import os
+
+    out = []
+    for pid in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read().decode(errors="replace")
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == os.getpid() and name in cmd:
+            out.append(int(pid))
+    return out
+
+
 def test_the_tuners_builder_survives_a_build_that_hangs(matmul64, target_json, tmp_path):
     """A candidate whose build outlasts the timeout becomes a failed build result (the worker is killed and the
     next candidate gets a new one); a good build is a shared library that computes the matmul."""
@@ -219,11 +237,16 @@ def test_the_tuners_builder_survives_a_build_that_hangs(matmul64, target_json, t
 
     target = tvm.target.Target(json.loads(target_json))
     inp = ms.builder.BuilderInput(matmul64, target)
-    (slow,) = isolated_builder(timeout_s=0.001).build([inp])  # no LLVM build finishes within 1 ms
+    with isolated_builder(timeout_s=0.001) as builder:
+        (slow,) = builder.build([inp])  # no LLVM build finishes within 1 ms
     assert slow.artifact_path is None and slow.error_msg.startswith("timeout: build exceeded")
-    builder = isolated_builder()
-    for _ in range(2):  # the same worker builds again
-        (res,) = builder.build([inp])
+    before = set(_children("perfcast.collect.worker"))
+    with isolated_builder() as builder:
+        results = [builder.build([inp])[0] for _ in range(2)]
+        workers = set(_children("perfcast.collect.worker")) - before
+    assert len(workers) == 1  # one worker built both
+    assert workers.isdisjoint(_children("perfcast.collect.worker"))  # and is gone after the block
+    for res in results:
         assert res.error_msg is None
         f = tvm.runtime.load_module(res.artifact_path)["main"]
         a, b = np.random.default_rng(0).random((2, 64, 64), dtype=np.float32)

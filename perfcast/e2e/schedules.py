@@ -84,12 +84,13 @@ def apply_schedules(fused, target, spec: str) -> tuple[object, dict]:
     return out, info
 
 
+@contextlib.contextmanager
 def isolated_builder(timeout_s: float = 60.0):
-    """A meta-schedule builder that builds each candidate in a long-lived child process (`perfcast.collect.worker`)
+    """`with isolated_builder() as builder:` a meta-schedule builder that builds each candidate in a long-lived child process (`perfcast.collect.worker`)
     with a timeout: a candidate whose LLVM build hangs or crashes (an inception_v3 avg-pool candidate built for
     over 6 minutes) becomes a failed build result and the worker is restarted, instead of stopping the search.
     The stock LocalBuilder isolates too but starts new workers per batch, each re-importing every backend's tensor
-    intrinsics (seconds each on this machine); this one starts one worker and keeps it."""
+    intrinsics (seconds each on this machine); this one starts one worker and keeps it until the block ends."""
     import json
     import os
     import tempfile
@@ -119,7 +120,10 @@ def isolated_builder(timeout_s: float = 60.0):
                 out.append(BuilderResult(path if ok else None, None if ok else f"{res['status']}: {res['error']}"))
             return out
 
-    return IsolatedBuilder()
+    try:
+        yield IsolatedBuilder()
+    finally:
+        worker.close()
 
 
 def pinned_run_evaluator(rt_mod, device, evaluator_config, repeated_args) -> list[float]:
@@ -199,6 +203,6 @@ def _tune(mod, spec, db_dir, trials: int, runner, seed: int) -> None:
     for h in list(ms_logger.handlers):
         if h.get_name() is None:
             ms_logger.removeHandler(h)
-    ms.relax_integration.tune_relax(fuse(mod), {}, spec.target(), str(db_dir), max_trials_global=trials,
-                                    num_trials_per_iter=16, builder=isolated_builder(), runner=runner,
-                                    seed=seed)
+    with isolated_builder() as builder:
+        ms.relax_integration.tune_relax(fuse(mod), {}, spec.target(), str(db_dir), max_trials_global=trials,
+                                        num_trials_per_iter=16, builder=builder, runner=runner, seed=seed)
