@@ -208,20 +208,9 @@ def test_a_second_tuner_on_one_database_is_refused(tmp_path):
 
 def _children(name: str) -> list[int]:
     """PIDs of this process's child processes whose command line contains `name`."""
-    import os
+    import psutil
 
-    out = []
-    for pid in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                cmd = f.read().decode(errors="replace")
-        except (OSError, ValueError, IndexError):
-            continue
-        if ppid == os.getpid() and name in cmd:
-            out.append(int(pid))
-    return out
+    return [c.pid for c in psutil.Process().children() if name in " ".join(c.cmdline())]
 
 
 def test_the_tuners_builder_survives_a_build_that_hangs(matmul64, target_json, tmp_path):

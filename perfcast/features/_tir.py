@@ -281,14 +281,16 @@ class _Walker:
         skip = self.reduce_only[-1] if (init and self.reduce_only) else set()
         leaf.executions = math.prod(x.extent for x in self.loops if x.var not in skip)
         leaf.stride = self._stride(store)
-        for lp in [x for x in reversed(self.loops) if x.extent > 1][:ACCESS_LOOPS]:
-            moves = [self._load_stride(x, lp.var) for x in leaf.loads]
-            leaf.access.append((lp.extent, self._flat_move(store.buffer, store.indices, lp.var),
-                                nbytes(store.buffer.dtype), [m for m in moves if m is not None], len(moves)))
+        accesses = [(store.buffer, store.indices)] + [(x.source, x.indices) for x in leaf.loads]
+        # every access's byte-address change per enclosing loop (outermost first), computed once for both uses
+        all_moves = [tuple(self._flat_move(buf, indices, lp.var) for lp in self.loops) for buf, indices in accesses]
+        for j in [j for j in reversed(range(len(self.loops))) if self.loops[j].extent > 1][:ACCESS_LOOPS]:
+            loads = [m[j] for m in all_moves[1:]]
+            leaf.access.append((self.loops[j].extent, all_moves[0][j], nbytes(store.buffer.dtype),
+                                [m for m in loads if m is not None], len(loads)))
         if not init:  # an init store writes the lines its update store writes
             seen = set()
-            for buf, indices in [(store.buffer, store.indices)] + [(x.source, x.indices) for x in leaf.loads]:
-                moves = tuple(self._flat_move(buf, indices, lp.var) for lp in self.loops)
+            for (buf, _), moves in zip(accesses, all_moves):
                 if (handle(buf), moves) not in seen:
                     seen.add((handle(buf), moves))
                     dims = [const_int(d) for d in buf.shape]
