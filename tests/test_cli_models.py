@@ -133,12 +133,14 @@ def test_predict_records_json(trained, mlp_dataset):
     assert mape(measured, pred) < mape(measured, np.full_like(measured, np.median(measured)))
 
 
-def test_feature_cache_computes_only_partitions_with_wanted_records(mlp_dataset, tmp_path):
+def test_feature_cache_computes_only_wanted_records(mlp_dataset, tmp_path):
+    """Features of some records compute those records only (a partition's cache file then holds part of it); a
+    later call adds the rest to the same files."""
     import shutil
 
     from perfcast.data.frame import records_frame
     from perfcast.data.store import Dataset
-    from perfcast.features.cache import cache_root, dataset_features
+    from perfcast.features.cache import _read_cache, cache_root, dataset_features
 
     data, df = mlp_dataset
     full = dataset_features(Dataset(data), df, jobs=1, progress=False)  # read from the fixture's cache
@@ -152,6 +154,8 @@ def test_feature_cache_computes_only_partitions_with_wanted_records(mlp_dataset,
     X1 = dataset_features(copy, one, jobs=None, progress=False)  # one partition: computed in this process
     holding = [p.name for p in parts if key in pq_keys(p)]
     assert [c.name for c in cache_root(copy).glob("*.parquet")] == holding
+    cached = set().union(*(_read_cache(cache_root(copy) / h) for h in holding))
+    assert cached == set(one.record_id) and len(one) < len(cdf)  # not the partitions' other records
     for i, j in enumerate(one.index):
         np.testing.assert_array_equal(X1.leaves[i], full.leaves[j])
         np.testing.assert_array_equal(X1.stores[i], full.stores[j])
@@ -159,6 +163,7 @@ def test_feature_cache_computes_only_partitions_with_wanted_records(mlp_dataset,
     np.testing.assert_array_equal(X1.device, full.device[one.index])
     Xall = dataset_features(copy, cdf, jobs=1, progress=False)
     assert len(list(cache_root(copy).glob("*.parquet"))) == 2
+    assert sorted(i for c in cache_root(copy).glob("*.parquet") for i in _read_cache(c)) == sorted(cdf.record_id)
     np.testing.assert_array_equal(Xall.analytic, full.analytic)
     assert all(np.array_equal(a, b) for a, b in zip(Xall.ordering, full.ordering))
 

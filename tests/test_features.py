@@ -392,3 +392,46 @@ def test_unknown_extractor():
         get_extractor("nope")
     with pytest.raises(PerfcastError, match="bad parameters for feature extractor 'analytic'"):
         get_extractor("analytic", bogus=1)
+
+
+def test_program_features_share_one_walk(progs, monkeypatch):
+    """A program's compact-AST and analytic features come from one walk of its TIR (the walk is the slow part)."""
+    import tvm
+
+    from perfcast.features import _tir
+    from perfcast.features.cache import program_row
+
+    mod = tvm.IRModule({"main": progs["mm"]})
+    alone = (get_extractor("compact_ast").compact_ast(mod).leaves, get_extractor("analytic", log=True).extract(mod))
+    walks, base = [], _tir._Walker
+    monkeypatch.setattr(_tir, "_LAST_WALK", [None, None])
+    monkeypatch.setattr(_tir, "_Walker", type("Counted", (base,), {
+        "__init__": lambda self: (walks.append(1), base.__init__(self))[1]}))
+    leaves, _, _, analytic = program_row(mod)
+    assert len(walks) == 1
+    np.testing.assert_array_equal(leaves, alone[0].astype(np.float32))
+    np.testing.assert_array_equal(analytic, alone[1].astype(np.float32))
+
+
+def test_address_moves_through_div_mod_and_select():
+    """Byte-address moves, by hand, of index expressions with floordiv, floormod, min and a select (the walk
+    evaluates index expressions lowered to Python once per store): A is (6, 4) float32, B (24,) float32."""
+    from tvm.script import tirx as T
+
+    from perfcast.features import _tir
+
+    @T.prim_func(s_tir=True)
+    def f(A: T.Buffer((6, 4), "float32"), B: T.Buffer((24,), "float32")):
+        for i, j in T.grid(6, 4):
+            with T.sblock("B"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                B[vi * 4 + vj] = T.if_then_else(vj < 3, A[(vi * 4 + vj) // 4, (vi * 4 + vj) % 4],
+                                                A[T.min(vi + 1, 5), vj])
+
+    w = _tir.walk(as_primfunc(f))
+    (leaf,) = w.leaves
+    # store B[4i + j]: i moves 4 elements = 16 B, j one = 4 B. Load A[(4i+j)//4, (4i+j)%4] at row-major (6, 4):
+    # the same. Load A[min(i+1, 5), j]: one row (16 B) along i (min(1,5) -> min(2,5)), 4 B along j. The second
+    # load of A with the same moves is not a second footprint entry.
+    assert [(eb, size, m) for eb, size, m in leaf.footprint] == [(4, 96, (16, 4)), (4, 96, (16, 4))]
+    assert leaf.access == [(4, 4, 4, [4, 4], 2), (6, 16, 4, [16, 16], 2)]  # j, then i: (extent, store move, ...)

@@ -17,6 +17,7 @@ loop context.
 from __future__ import annotations
 
 import math
+import operator
 from dataclasses import dataclass, field
 
 # Call names (after the last ".") counted as exp/log and as other math intrinsics.
@@ -128,7 +129,7 @@ def _tables():
               t.EQ: "cmp", t.NE: "cmp", t.LT: "cmp", t.LE: "cmp", t.GT: "cmp", t.GE: "cmp",
               t.And: "logic", t.Or: "logic", t.BitwiseAnd: "logic", t.BitwiseOr: "logic", t.BitwiseXor: "logic",
               t.LShift: "logic", t.RShift: "logic"}
-    return t, tvm.s_tir, tvm.ir.expr, binary
+    return t, tvm.s_tir, tvm.ir.expr, binary, _binary_functions(t)
 
 
 def children(e, t, ir_expr, binary) -> list:
@@ -156,7 +157,7 @@ def children(e, t, ir_expr, binary) -> list:
 
 def expr_vars(e, tabs) -> set:
     """Handles of the Vars an expression uses."""
-    t, _, ir_expr, binary = tabs
+    t, _, ir_expr, binary = tabs[:4]
     out, stack = set(), [e]
     while stack:
         x = stack.pop()
@@ -168,42 +169,96 @@ def expr_vars(e, tabs) -> set:
 
 def _int_eval(e, env: dict, bind: dict, tabs, depth: int = 0) -> int:
     """Integer value of an index expression: loop vars from env (others 0), bound vars through `bind`."""
-    t, _, ir_expr, binary = tabs
-    if depth > 64:
-        raise _Unknown
+    return _ev(_lower(e, bind, tabs, depth), env)
+
+
+# An index expression lowered to plain Python tuples once (bound vars inlined), then evaluated at many loop positions
+# without touching TVM objects (each attribute access crosses the FFI, which made the walk slow):
+#   ("k", value) | ("v", var handle, lowered binding or None) | ("b", function, a, b) | ("s", cond, then, else)
+#   | ("n", a) | ("u",) (not a known constant expression: evaluating it raises _Unknown).
+_UNKNOWN = ("u",)
+_MAX_DEPTH = 64
+
+
+def _tdiv(a, b):
+    return int(a / b)
+
+
+def _tmod(a, b):
+    return int(math.fmod(a, b))
+
+
+def _binary_functions(t) -> dict:
+    return {t.Add: operator.add, t.Sub: operator.sub, t.Mul: operator.mul, t.FloorDiv: operator.floordiv,
+            t.FloorMod: operator.mod, t.Div: _tdiv, t.Mod: _tmod, t.Min: min, t.Max: max,
+            t.EQ: lambda a, b: int(a == b), t.NE: lambda a, b: int(a != b), t.LT: lambda a, b: int(a < b),
+            t.LE: lambda a, b: int(a <= b), t.GT: lambda a, b: int(a > b), t.GE: lambda a, b: int(a >= b),
+            t.And: lambda a, b: int(bool(a) and bool(b)), t.Or: lambda a, b: int(bool(a) or bool(b))}
+
+
+def _lower(e, bind: dict, tabs, depth: int = 0) -> tuple:
+    """`e` as a tuple tree (see above); a var bound in `bind` carries its binding, lowered; beyond a nesting depth
+    of 64 the expression is unknown."""
+    t, _, ir_expr, binary = tabs[:4]
+    if depth > _MAX_DEPTH:
+        return _UNKNOWN
     tp = type(e)
-    ev = lambda x: _int_eval(x, env, bind, tabs, depth + 1)  # noqa: E731
     if tp is t.IntImm:
-        return int(e.value)
+        return ("k", int(e.value))
     if isinstance(e, ir_expr.Var):
         h = handle(e)
-        if h in env:
-            return env[h]
-        if h in bind:
-            return ev(bind[h])
-        return 0
+        return ("v", h, _lower(bind[h], bind, tabs, depth + 1) if h in bind else None)
     if tp in binary:
-        a, b = ev(e.a), ev(e.b)
-        try:
-            return {t.Add: lambda: a + b, t.Sub: lambda: a - b, t.Mul: lambda: a * b,
-                    t.FloorDiv: lambda: a // b, t.FloorMod: lambda: a % b,
-                    t.Div: lambda: int(a / b), t.Mod: lambda: int(math.fmod(a, b)),
-                    t.Min: lambda: min(a, b), t.Max: lambda: max(a, b),
-                    t.EQ: lambda: int(a == b), t.NE: lambda: int(a != b), t.LT: lambda: int(a < b),
-                    t.LE: lambda: int(a <= b), t.GT: lambda: int(a > b), t.GE: lambda: int(a >= b),
-                    t.And: lambda: int(bool(a) and bool(b)), t.Or: lambda: int(bool(a) or bool(b)),
-                    }[tp]()
-        except (KeyError, ZeroDivisionError):
-            raise _Unknown from None
+        fn = tabs[4].get(tp)
+        if fn is None:  # logic and bitwise ops
+            return _UNKNOWN
+        return ("b", fn, _lower(e.a, bind, tabs, depth + 1), _lower(e.b, bind, tabs, depth + 1))
     if tp is t.Cast or tp is t.Broadcast:
-        return ev(e.value)
+        return _lower(e.value, bind, tabs, depth + 1)
     if tp is t.Ramp:  # lane 0
-        return ev(e.base)
+        return _lower(e.base, bind, tabs, depth + 1)
     if tp is t.Select:
-        return ev(e.true_value) if ev(e.condition) else ev(e.false_value)
+        return ("s", *(_lower(x, bind, tabs, depth + 1) for x in (e.condition, e.true_value, e.false_value)))
     if tp is t.Not:
-        return int(not ev(e.a))
+        return ("n", _lower(e.a, bind, tabs, depth + 1))
+    return _UNKNOWN
+
+
+def _ev(n: tuple, env: dict) -> int:
+    """Value of a lowered expression with loop vars from `env` (others 0); raises _Unknown."""
+    k = n[0]
+    if k == "k":
+        return n[1]
+    if k == "v":
+        if n[1] in env:
+            return env[n[1]]
+        return 0 if n[2] is None else _ev(n[2], env)
+    if k == "b":
+        try:
+            return n[1](_ev(n[2], env), _ev(n[3], env))
+        except ZeroDivisionError:
+            raise _Unknown from None
+    if k == "s":
+        return _ev(n[2], env) if _ev(n[1], env) else _ev(n[3], env)
+    if k == "n":
+        return int(not _ev(n[1], env))
     raise _Unknown
+
+
+def _vars(n: tuple, out: set) -> set:
+    """Handles of the vars a lowered expression reads (bindings included)."""
+    k = n[0]
+    if k == "v":
+        out.add(n[1])
+        if n[2] is not None:
+            _vars(n[2], out)
+    elif k == "b":
+        _vars(n[2], out)
+        _vars(n[3], out)
+    elif k in ("s", "n"):
+        for x in n[1:]:
+            _vars(x, out)
+    return out
 
 
 class _Walker:
@@ -216,10 +271,12 @@ class _Walker:
         self.loop_paths: list[list[Loop]] = []
         self.bind: dict[int, object] = {}  # block iter var / Bind var handle -> expression
         self.reduce_only: list[set] = []  # per enclosing block realize: loop vars feeding only reduction block vars
+        self.lowered: dict = {}  # the current leaf's accesses: (buffer, indices) handles -> `_lower_access`
+        self.dims: dict = {}  # buffer handle -> its constant dimensions (None: one is not constant)
 
     # statements -------------------------------------------------------------------------------------------
     def stmt(self, s, init: bool = False) -> None:
-        t, s_tir, _, _ = self.tabs
+        t, s_tir = self.tabs[:2]
         tp = type(s)
         if tp is t.SeqStmt:
             for x in s.seq:
@@ -270,8 +327,9 @@ class _Walker:
 
     # leaves -----------------------------------------------------------------------------------------------
     def _leaf(self, store, init: bool) -> None:
-        t, _, ir_expr, _ = self.tabs
+        t, _, ir_expr = self.tabs[:3]
         leaf = Leaf(node_id=len(self.node_kinds), is_init=init, loops=list(self.loops))
+        self.lowered = {}  # bindings may differ between leaves
         self.node_kinds.append("leaf")
         value_dt = dtype_of(store.value)
         leaf.bytes_written = nbytes(store.buffer.dtype, int(value_dt.lanes) if value_dt is not None else 1)
@@ -283,7 +341,7 @@ class _Walker:
         leaf.stride = self._stride(store)
         accesses = [(store.buffer, store.indices)] + [(x.source, x.indices) for x in leaf.loads]
         # every access's byte-address change per enclosing loop (outermost first), computed once for both uses
-        all_moves = [tuple(self._flat_move(buf, indices, lp.var) for lp in self.loops) for buf, indices in accesses]
+        all_moves = [self._flat_moves(buf, indices, [lp.var for lp in self.loops]) for buf, indices in accesses]
         for j in [j for j in reversed(range(len(self.loops))) if self.loops[j].extent > 1][:ACCESS_LOOPS]:
             loads = [m[j] for m in all_moves[1:]]
             leaf.access.append((self.loops[j].extent, all_moves[0][j], nbytes(store.buffer.dtype),
@@ -335,21 +393,48 @@ class _Walker:
     def _flat_move(self, buf, indices, var: int) -> int | None:
         """Bytes a buffer access's row-major flattened address moves when loop var `var` goes 0 -> 1 (None when a
         dimension or an index is not a known constant expression)."""
-        dims = [const_int(d) for d in buf.shape]
-        if any(d is None for d in dims) or len(dims) != len(indices):
+        return self._flat_moves(buf, indices, [var])[0]
+
+    def _flat_moves(self, buf, indices, variables: list) -> tuple:
+        """`_flat_move` for each of `variables`: the indices are lowered once per leaf; an index that does not read
+        a var (its bindings included) does not move with it."""
+        key = (handle(buf), tuple(handle(i) for i in indices))
+        low = self.lowered.get(key)
+        if low is None:
+            low = self.lowered[key] = self._lower_access(buf, indices)
+        if low is None:
+            return (None,) * len(variables)
+        moves = []
+        for var in variables:
+            try:
+                moves.append(sum(step * (_ev(tree, {var: 1}) - _ev(tree, {var: 0}))
+                                 for step, tree, used in low if var in used) * nbytes(buf.dtype))
+            except _Unknown:
+                moves.append(None)
+        return tuple(moves)
+
+    def _lower_access(self, buf, indices):
+        """[(row-major step, lowered index, vars it reads)] of an access whose dimensions are constants and whose
+        indices evaluate with every loop var at 0; None otherwise (every move unknown)."""
+        h = handle(buf)
+        if h not in self.dims:
+            dims = [const_int(d) for d in buf.shape]
+            self.dims[h] = None if any(d is None for d in dims) else dims
+        dims = self.dims[h]
+        if dims is None or len(dims) != len(indices):
             return None
-        try:
-            flat = [0, 0]
-            for d, index in enumerate(indices):
-                step = math.prod(dims[d + 1:])
-                for v in (0, 1):
-                    flat[v] += step * _int_eval(index, {var: v}, self.bind, self.tabs)
-        except _Unknown:
-            return None
-        return (flat[1] - flat[0]) * nbytes(buf.dtype)
+        out = []
+        for d, index in enumerate(indices):
+            tree = _lower(index, self.bind, self.tabs)
+            try:
+                _ev(tree, {})  # an index that fails with every var at 0 fails along every loop
+            except _Unknown:
+                return None
+            out.append((math.prod(dims[d + 1:]), tree, _vars(tree, set())))
+        return out
 
     def _count(self, e, leaf: Leaf) -> None:
-        t, _, ir_expr, binary = self.tabs
+        t, _, ir_expr, binary = self.tabs[:4]
         stack = [e]
         while stack:
             x = stack.pop()
@@ -454,11 +539,19 @@ def footprint_table(leaf) -> list[list[int]]:
     return leaf.footprint_lines
 
 
+_LAST_WALK: list = [None, None]  # [PrimFunc, Walk] of the last call: a program's extractors share one walk
+
+
 def walk(func) -> Walk:
-    """Walk a PrimFunc's body (see the module docstring)."""
+    """Walk a PrimFunc's body (see the module docstring). The result is shared with the next caller that walks the
+    same PrimFunc object (the compact-AST and analytic extractors of one program): treat it as read-only."""
+    if _LAST_WALK[0] is not None and _LAST_WALK[0].same_as(func):
+        return _LAST_WALK[1]
     w = _Walker()
     w.stmt(func.body)
-    return Walk(w.node_kinds, w.leaves, w.loop_iterations, w.loop_paths)
+    out = Walk(w.node_kinds, w.leaves, w.loop_iterations, w.loop_paths)
+    _LAST_WALK[:] = [func, out]
+    return out
 
 
 def arg_buffer_bytes(func) -> int:

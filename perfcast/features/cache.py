@@ -108,6 +108,9 @@ def _from_rows(rows, device: np.ndarray) -> ProgramFeatures:
 
 
 # ---- a dataset's records --------------------------------------------------------------------------------------
+_TASK_MODULES: dict[str, object] = {}  # workload key -> parsed task, kept across partitions (parsing costs ~0.1 s)
+
+
 def _task_module(script: str):
     import tvm
     import tvm.script
@@ -120,7 +123,9 @@ def _compute_partition(rows: list[dict], task_scripts: dict[str, str]) -> list[t
     """Feature rows of records (dicts with record_id, workload_key, trace_json, tir_script, target_json)."""
     from .._tvm.util import apply_trace
 
-    tasks: dict = {}
+    tasks = _TASK_MODULES
+    if len(tasks) > 4096:
+        tasks.clear()
     out = []
     for r in rows:
         func = None
@@ -199,9 +204,10 @@ def cache_root(ds) -> Path:
 def dataset_features(ds, records=None, jobs: int | None = None, progress: bool = True) -> ProgramFeatures:
     """Features of `records` (a DataFrame of `ds`'s records; default: all ok records), row-aligned with it.
 
-    Partitions holding wanted records whose features are not cached yet are computed with `jobs` processes
-    (default: all cores, at most one per partition) and cached; records not in any partition (e.g. still in a
-    journal) are an error.
+    Wanted records whose features are not cached yet are computed with `jobs` processes (default: all cores, at
+    most one per partition) and added to their partition's cache file (so a cache file may hold part of its
+    partition: the records some caller wanted); records not in any partition (e.g. still in a journal) are an
+    error.
     """
     import pyarrow.parquet as pq
 
@@ -212,26 +218,34 @@ def dataset_features(ds, records=None, jobs: int | None = None, progress: bool =
 
         records = records_frame(ds)
     root = cache_root(ds)
-    tasks = ds.read("tasks", ["workload_key", "tir_script"]).to_pydict()
-    task_scripts = dict(zip(tasks["workload_key"], tasks["tir_script"]))
     wanted = set(records["record_id"])
-    cols = ["record_id", "workload_key", "trace_json", "tir_script", "target_json"]
-    todo: list[tuple[Path, list[dict]]] = []
     found: dict[str, tuple] = {}
+    cached: dict[Path, list[str]] = {}  # cache file -> the record ids it holds
     for part in ds._parts("records"):
         cache = root / part.name
         if cache.exists():
-            found.update(_read_cache(cache))
-            continue
-        if wanted.isdisjoint(pq.read_table(part, columns=["record_id"]).column("record_id").to_pylist()):
-            continue  # nothing wanted here: computed when a caller wants one of its records
-        todo.append((cache, pq.read_table(part, columns=cols).to_pylist()))
-    pending = {r["record_id"] for _, rs in todo for r in rs}
-    missing = [i for i in wanted if i not in found and i not in pending]
-    if missing:
-        raise PerfcastError(f"{len(missing)} records (e.g. {missing[0]!r}) are not in {str(ds.root)!r}'s partitions; "
-                            "open the dataset once with `perfcast data summary DIR` to move its journal into them")
-    if todo:
+            rows = _read_cache(cache)
+            found.update(rows)
+            cached[cache] = list(rows)
+    need = wanted.difference(found)
+    if need:
+        tasks = ds.read("tasks", ["workload_key", "tir_script"]).to_pydict()
+        task_scripts = dict(zip(tasks["workload_key"], tasks["tir_script"]))
+        cols = ["record_id", "workload_key", "trace_json", "tir_script", "target_json"]
+        todo: list[tuple[Path, list[dict], list[tuple]]] = []  # (cache file, rows to compute, rows it already has)
+        for part in ds._parts("records"):
+            ids = pq.read_table(part, columns=["record_id"]).column("record_id").to_pylist()
+            if need.isdisjoint(ids):
+                continue  # nothing wanted here: computed when a caller wants one of its records
+            rows = [r for r in pq.read_table(part, columns=cols).to_pylist() if r["record_id"] in need]
+            cache = root / part.name
+            todo.append((cache, rows, [(i, *found[i]) for i in cached.get(cache, [])]))
+        pending = {r["record_id"] for _, rs, _ in todo for r in rs}
+        missing = [i for i in need if i not in pending]
+        if missing:
+            raise PerfcastError(f"{len(missing)} records (e.g. {missing[0]!r}) are not in {str(ds.root)!r}'s "
+                                "partitions; open the dataset once with `perfcast data summary DIR` to move its "
+                                "journal into them")
         found.update(_compute(todo, task_scripts, jobs, progress))
     devices = {s: np.asarray(DeviceSpec.from_json(s).feature_vector(), np.float32)
                for s in records["device_spec_json"].unique()}
@@ -244,10 +258,11 @@ def _compute(todo, task_scripts, jobs, progress) -> dict[str, tuple]:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     jobs = min(jobs or os.cpu_count() or 1, len(todo))  # a process per partition at most
-    total = sum(len(rs) for _, rs in todo)
+    total = sum(len(rs) for _, rs, _ in todo)
     found: dict[str, tuple] = {}
     chunks = []  # (cache path, rows, task scripts): one per partition, each cached when done
-    for cache, rs in todo:
+    old = {cache: rows for cache, _, rows in todo}  # rows its cache file already holds
+    for cache, rs, _ in todo:
         needed = {r["workload_key"]: task_scripts.get(r["workload_key"], "") for r in rs}
         chunks.append((cache, rs, {k: v for k, v in needed.items() if v}))
     with Progress(TextColumn("features"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
@@ -256,7 +271,7 @@ def _compute(todo, task_scripts, jobs, progress) -> dict[str, tuple]:
         if jobs <= 1:
             for cache, rs, ts in chunks:
                 rows = _compute_partition(rs, ts)
-                _write_cache(cache, rows)
+                _write_cache(cache, old[cache] + rows)
                 found.update({r[0]: r[1:] for r in rows})
                 bar.advance(t, len(rs))
             return found
@@ -267,7 +282,7 @@ def _compute(todo, task_scripts, jobs, progress) -> dict[str, tuple]:
             for f in as_completed(futs):
                 cache, n = futs[f]
                 rows = f.result()
-                _write_cache(cache, rows)
+                _write_cache(cache, old[cache] + rows)
                 found.update({r[0]: r[1:] for r in rows})
                 bar.advance(t, n)
     return found
