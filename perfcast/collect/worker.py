@@ -226,15 +226,8 @@ class _Worker:
 
     def wait_built(self) -> dict | None:
         """None when the program built; otherwise its final result (build error, timeout, crash)."""
-        cfg = self.config
-        msg = self._read(cfg.build_timeout_s - (time.perf_counter() - self._t0))
-        if msg is None:
-            return self._fail("timeout", f"build exceeded {cfg.build_timeout_s:.0f} s",
-                              time.perf_counter() - self._t0)
-        if msg["kind"] == "died":
-            return self._fail("build_error", f"worker died while building: {self._stderr_tail()}",
-                              time.perf_counter() - self._t0)
-        if msg["kind"] == "result":
+        msg = self._await_build(self._t0)
+        if msg.get("kind", "result") == "result":  # a build error, or the worker timed out or died
             return msg
         err = self._stderr_tail()
         if "JIT session error" in err:  # LLVM's JIT only prints unresolved symbols; calling the kernel would crash
@@ -249,9 +242,15 @@ class _Worker:
         self.ensure()
         t0 = time.perf_counter()
         self._request("export", mod_json=mod_json, target_json=target_json, path=path)
-        msg = self._read(self.config.build_timeout_s)
+        return self._await_build(t0)
+
+    def _await_build(self, t0: float) -> dict:
+        """The worker's answer to the build requested at `t0`, or the failed result (the worker killed) when it
+        does not answer within `build_timeout_s` of t0 or dies meanwhile."""
+        timeout_s = self.config.build_timeout_s
+        msg = self._read(timeout_s - (time.perf_counter() - t0))
         if msg is None:
-            return self._fail("timeout", f"build exceeded {self.config.build_timeout_s:.0f} s", time.perf_counter() - t0)
+            return self._fail("timeout", f"build exceeded {timeout_s:.0f} s", time.perf_counter() - t0)
         if msg["kind"] == "died":
             return self._fail("build_error", f"worker died while building: {self._stderr_tail()}",
                               time.perf_counter() - t0)
