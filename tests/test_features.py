@@ -65,9 +65,14 @@ def leaf(**nonzero) -> np.ndarray:
     return np.array([row[k] for k in LEAF_FEATURES])
 
 
+def cache_cols(nbytes: float) -> dict:
+    """The per-store cache columns of a store whose lines all fit in every capacity: footprint = traffic."""
+    return {k: lg(1 + nbytes) for k in LEAF_FEATURES if k.startswith(("log2p1_leaf_footprint", "log2p1_leaf_traffic"))}
+
+
 def test_leaf_layout():
-    assert len(LEAF_FEATURES) == 44 == get_extractor("compact_ast").length
-    assert len(set(LEAF_FEATURES)) == 44
+    assert len(LEAF_FEATURES) == 48 == get_extractor("compact_ast").length
+    assert len(set(LEAF_FEATURES)) == 48
 
 
 # ---------------------------------------------------------------------------------------------- compact AST
@@ -85,7 +90,9 @@ def test_compact_ast_elementwise(progs):
                   store_contiguous=1, log2p1_store_stride=lg(2), log2p1_max_load_stride_bytes=lg(5),
                   log2_iter_extent_0=lg(8), iter_store_class_0=2, iter_vector_load_share_0=1,
                   log2p1_iter_max_load_stride_0=lg(5),
-                  log2_iter_extent_1=lg(4), iter_store_class_1=3, log2p1_iter_max_load_stride_1=lg(33))
+                  log2_iter_extent_1=lg(4), iter_store_class_1=3, log2p1_iter_max_load_stride_1=lg(33),
+                  # cache: B and A are 128 bytes each, contiguous: 2 lines each, 256 bytes, every cache holds them
+                  **cache_cols(4 * 64))
     np.testing.assert_array_equal(ast.leaves, expect[None, :])
 
 
@@ -109,7 +116,8 @@ def test_compact_ast_matmul_init_and_update(progs):
                   log2p1_max_load_stride_bytes=lg(65), load_stride_pow2=6,
                   iter_vector_load_share_0=2 / 3, log2p1_iter_max_load_stride_0=lg(65),
                   iter_vector_load_share_1=1, log2p1_iter_max_load_stride_1=lg(5),
-                  iter_vector_load_share_2=1 / 3, log2p1_iter_max_load_stride_2=lg(65), **ctx)
+                  iter_vector_load_share_2=1 / 3, log2p1_iter_max_load_stride_2=lg(65), **ctx,
+                  **cache_cols(14 * 64))  # C 4 lines, A 2, B 8 (test_cache_traffic_by_hand); the init store: 0
     np.testing.assert_array_equal(ast.leaves, np.stack([init, update]))
 
 
@@ -130,7 +138,9 @@ def test_compact_ast_loop_kinds_and_math(progs):
                   log2_iter_extent_0=lg(16), iter_store_class_0=2, iter_vector_load_share_0=1,
                   log2p1_iter_max_load_stride_0=lg(5), log2_iter_extent_1=lg(4), iter_store_class_1=3,
                   log2p1_iter_max_load_stride_1=lg(65), log2_iter_extent_2=lg(8), iter_store_class_2=3,
-                  log2p1_iter_max_load_stride_2=lg(257))
+                  log2p1_iter_max_load_stride_2=lg(257),
+                  # B (8, 64) float16 = 16 lines and A (8, 64) float32 = 32 lines (two loads, one footprint entry)
+                  **cache_cols(48 * 64))
     np.testing.assert_array_equal(ast.leaves, expect[None, :])
 
 
@@ -141,7 +151,8 @@ def test_compact_ast_int_ops_and_select(progs):
                   nest_depth=1, log2_loop_product=3, log2_inner_extent_0=3, store_contiguous=1,
                   log2p1_store_stride=1, log2p1_max_load_stride_bytes=lg(5),
                   log2_iter_extent_0=3, iter_store_class_0=2, iter_vector_load_share_0=1,
-                  log2p1_iter_max_load_stride_0=lg(5))
+                  log2p1_iter_max_load_stride_0=lg(5),
+                  **cache_cols(2 * 64))  # P: 8 floats, one line; A: 6 floats, one line
     np.testing.assert_array_equal(ast.leaves, expect[None, :])
 
 
@@ -213,7 +224,7 @@ def test_positional_encoding_closed_form(progs):
     np.testing.assert_allclose(ast.positional, pe, rtol=0, atol=1e-12)
     np.testing.assert_allclose(positional_encoding([5, 7]), pe, rtol=0, atol=1e-12)
     out = ex.extract(progs["mm"])
-    assert out.shape == (2, 44) and out.dtype == np.float64
+    assert out.shape == (2, 48) and out.dtype == np.float64
     np.testing.assert_array_equal(out, ast.leaves + ast.positional)
 
 
@@ -305,6 +316,12 @@ def test_cache_traffic_naive_matmul_outgrows_the_caches():
 
     f = figures(mm)
     assert f["footprint_bytes"] == 21504 * 64 == 1376256
+    leaves = get_extractor("compact_ast").compact_ast(mm).leaves  # the same figures per store: 32 KiB, 1 MiB, 32 MiB
+    cols = [LEAF_FEATURES.index(k) for k in ("log2p1_leaf_footprint_bytes", "log2p1_leaf_traffic_bytes_32KiB",
+                                             "log2p1_leaf_traffic_bytes_1MiB", "log2p1_leaf_traffic_bytes_32MiB")]
+    assert leaves[0, cols].tolist() == [0, 0, 0, 0]  # the init store: its lines are the update's
+    assert leaves[1, cols].tolist() == [lg(1 + 1376256), lg(1 + 16464 * 64 * 64), lg(1 + 16464 * 64 * 64),
+                                        lg(1 + 1376256)]
     # 16 KiB: one k run (273 lines) does not stay: every (i, j) moves its 273 lines in again
     assert f["traffic_bytes_16KiB"] == 273 * 64 * 1024 * 64
     # 64 KiB .. 1 MiB: a k run fits but the (j, k) body does not: each i moves in FP[1] again

@@ -483,7 +483,7 @@ def test_cdmpp_compact_base_drops_the_access_signature(cdmpp, mlp_data):
     seqs, _ = base._inputs(X.take([0]))
     want = (X.leaves[0][:, :32] - rows.mean(axis=0)) / std + positional_encoding(X.ordering[0], 32)
     np.testing.assert_allclose(seqs[0], want, rtol=1e-5, atol=1e-5)
-    assert base.net_.embed.in_features == 32 and cdmpp.net_.embed.in_features == 44
+    assert base.net_.embed.in_features == 32 and cdmpp.net_.embed.in_features == 48
     with pytest.raises(PerfcastError, match=r"leaf_features='ast' is not one of compact, compact_base, per_store"):
         get_model("cdmpp", **CDMPP, leaf_features="ast").fit(X.take(tr), y[tr], X.take(va), y[va])
 

@@ -2,7 +2,7 @@
 
 `ProgramFeatures` holds, for n programs, the three program feature sets every model reads:
 
-- `leaves`   n arrays (n_leaves, 44): the compact AST's raw leaf vectors (`LEAF_FEATURES`, no positional encoding)
+- `leaves`   n arrays (n_leaves, 48): the compact AST's raw leaf vectors (`LEAF_FEATURES`, no positional encoding)
 - `ordering` n arrays (n_leaves,): the compact AST's ordering vector (models add the positional encoding)
 - `stores`   n arrays (n_stores, 164): TVM's PerStoreFeature rows
 - `analytic` (n, 19): `ANALYTIC_FEATURES` as log2(1 + x)

@@ -15,10 +15,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._tir import ACCESS_LOOPS, FOR_PARALLEL, FOR_THREAD, FOR_UNROLLED, FOR_VECTORIZED, lg, walk
+from ._tir import ACCESS_LOOPS, FOR_PARALLEL, FOR_THREAD, FOR_UNROLLED, FOR_VECTORIZED, cache_traffic, lg, walk
 from .base import FeatureExtractor, as_primfunc, register
 
 INNER_LOOPS = 4
+LEAF_CACHE_CAPACITIES = (("32KiB", 32 << 10), ("1MiB", 1 << 20), ("32MiB", 32 << 20))  # ~ L1d, L2, L3 of a CPU
 LEAF_FEATURES = (
     # computation per execution of the store (value and index expressions)
     "float_add_sub",  # float Add/Sub
@@ -63,9 +64,15 @@ LEAF_FEATURES = (
         # vector load or broadcast serves); 0 without loads
         f"log2p1_iter_max_load_stride_{k}",  # log2(1 + the largest byte move of a load along it)
     )),
+    # the store's memory traffic over the whole program run, from its loop nest alone (`_tir.cache_traffic` of this
+    # store: the stack-distance footprint model, a fully associative LRU cache of 64-byte lines; 0 for an init
+    # store, whose lines its update store counts); a perfcast addition, so that the encoder sees which store
+    # outgrows which cache level (the analytic features sum it over the program)
+    "log2p1_leaf_footprint_bytes",  # log2(1 + bytes of the distinct lines its accesses touch)
+    *(f"log2p1_leaf_traffic_bytes_{name}" for name, _ in LEAF_CACHE_CAPACITIES),  # log2(1 + bytes moved in)
 )
-D = len(LEAF_FEATURES)  # 44
-D_BASE = D - 4 * ACCESS_LOOPS  # 32: the columns before the access signature
+D = len(LEAF_FEATURES)  # 48
+D_BASE = LEAF_FEATURES.index("log2_iter_extent_0")  # 32: the columns before the access signature
 STRIDE_LINE_BYTES = 64
 STRIDE_POW2_CAP = 16
 THETA = 10000.0
@@ -127,20 +134,21 @@ def leaf_vector(leaf) -> list[float]:
         vec = sum(1 for m in load_moves if m == 0 or abs(m) == elem)
         row += [lg(extent), float(cls), vec / n_loads if n_loads else 0.0,
                 math.log2(1 + max((abs(m) for m in load_moves), default=0))]
+    row += [math.log2(1 + cache_traffic([leaf], cap)) for cap in (math.inf, *(c for _, c in LEAF_CACHE_CAPACITIES))]
     return [float(x) for x in row]
 
 
 @register
 class CompactASTExtractor(FeatureExtractor):
-    """CDMPP compact AST of a program -> float64 array of shape (n_leaves, 44).
+    """CDMPP compact AST of a program -> float64 array of shape (n_leaves, 48).
 
-    Row i is leaf i's computation vector (columns `LEAF_FEATURES`, D = 44) plus the sinusoidal positional
+    Row i is leaf i's computation vector (columns `LEAF_FEATURES`, D = 48) plus the sinusoidal positional
     encoding of its ordering-vector entry (theta = 10000, d = D). `compact_ast(program)` returns the pieces.
     """
 
     name = "compact_ast"
-    version = 4  # 2: the two load-stride columns; 3: strides along the innermost loop with extent > 1; 4: the
-    # access signature of the three innermost iterating loops
+    version = 5  # 2: the two load-stride columns; 3: strides along the innermost loop with extent > 1; 4: the
+    # access signature of the three innermost iterating loops; 5: the store's cache footprint and traffic
     ndim = 2
 
     def feature_names(self) -> list[str]:

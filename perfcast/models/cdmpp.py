@@ -1,7 +1,7 @@
 """CDMPP's predictor (Hu et al., "CDMPP: A Device-Model Agnostic Framework for Latency Prediction of Tensor
 Programs", EuroSys'24, §4-5 and Fig. 4).
 
-    compact AST leaves (L, 44) --standardize, + positional encoding of the ordering vector (Θ = 10000)-->
+    compact AST leaves (L, 48) --standardize, + positional encoding of the ordering vector (Θ = 10000)-->
     Linear(44 -> d) --> Transformer encoder (layers x heads) --> h (L, d)
     z_x = Linear_L(flatten h)        one linear layer per leaf count L seen in training (no padding)
         + Linear(d -> z)(mean h)     a shared path, so leaf counts never seen in training still get a z_x
@@ -13,10 +13,10 @@ During training the leaf-count path is dropped for a random `head_dropout` share
 the shared path alone also predicts well (it is all a program with a new leaf count gets). `use_pe=False` is the
 paper's "w/o PE" ablation (Fig. 14a). `use_analytic=True` (a perfcast extension, off by default) adds an MLP
 of the program-level static figures (FLOPs, bytes, trip counts) to z_x. `leaf_features="per_store"` uses TVM's
-164-d per-store (Ansor) feature rows as the leaf sequence instead of the 44-d compact-AST vectors (CDMPP builds its
+164-d per-store (Ansor) feature rows as the leaf sequence instead of the 48-d compact-AST vectors (CDMPP builds its
 leaf vectors on Ansor's statement features), with the positional encoding of the rows' order;
-`leaf_features="compact_base"` drops the compact AST's 12 access-signature columns (an ablation of that perfcast
-addition: 32-d leaves).
+`leaf_features="compact_base"` keeps the compact AST's first 32 columns: without the 12 access-signature and the 4
+per-store cache columns (an ablation of those perfcast additions).
 """
 
 from __future__ import annotations
