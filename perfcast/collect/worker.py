@@ -214,7 +214,7 @@ class _Worker:
     def _fail(self, status: str, error: str, build_s: float) -> dict:
         self._kill()
         self.restarts += 1
-        return {"status": status, "error": error, "build_s": build_s}
+        return {"kind": "result", "status": status, "error": error, "build_s": build_s}
 
     # a program: submit_build, then wait_built (None: built), then measure (once per timing round)
     def submit_build(self, mod_json: str, target_json: str, slot: int = 0) -> None:
@@ -227,7 +227,7 @@ class _Worker:
     def wait_built(self) -> dict | None:
         """None when the program built; otherwise its final result (build error, timeout, crash)."""
         msg = self._await_build(self._t0)
-        if msg.get("kind", "result") == "result":  # a build error, or the worker timed out or died
+        if msg["kind"] == "result":  # a build error, or the worker timed out or died
             return msg
         err = self._stderr_tail()
         if "JIT session error" in err:  # LLVM's JIT only prints unresolved symbols; calling the kernel would crash

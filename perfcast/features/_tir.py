@@ -16,6 +16,7 @@ loop context.
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
 from dataclasses import dataclass, field
@@ -120,6 +121,7 @@ def lg(x: float) -> float:
     return math.log2(x) if x >= 1 else 0.0
 
 
+@functools.lru_cache(maxsize=1)
 def _tables():
     import tvm
     from tvm import tirx as t
@@ -351,8 +353,8 @@ class _Walker:
             for (buf, _), moves in zip(accesses, all_moves):
                 if (handle(buf), moves) not in seen:
                     seen.add((handle(buf), moves))
-                    dims = [const_int(d) for d in buf.shape]
-                    size = None if any(d is None for d in dims) else math.prod(dims) * nbytes(buf.dtype)
+                    dims = self._dims(buf)
+                    size = None if dims is None else math.prod(dims) * nbytes(buf.dtype)
                     leaf.footprint.append((nbytes(buf.dtype), size, moves))
         self.leaves.append(leaf)
 
@@ -404,11 +406,12 @@ class _Walker:
             low = self.lowered[key] = self._lower_access(buf, indices)
         if low is None:
             return (None,) * len(variables)
+        elem = nbytes(buf.dtype)
         moves = []
         for var in variables:
             try:
                 moves.append(sum(step * (_ev(tree, {var: 1}) - _ev(tree, {var: 0}))
-                                 for step, tree, used in low if var in used) * nbytes(buf.dtype))
+                                 for step, tree, used in low if var in used) * elem)
             except _Unknown:
                 moves.append(None)
         return tuple(moves)
@@ -416,11 +419,7 @@ class _Walker:
     def _lower_access(self, buf, indices):
         """[(row-major step, lowered index, vars it reads)] of an access whose dimensions are constants and whose
         indices evaluate with every loop var at 0; None otherwise (every move unknown)."""
-        h = handle(buf)
-        if h not in self.dims:
-            dims = [const_int(d) for d in buf.shape]
-            self.dims[h] = None if any(d is None for d in dims) else dims
-        dims = self.dims[h]
+        dims = self._dims(buf)
         if dims is None or len(dims) != len(indices):
             return None
         out = []
@@ -432,6 +431,14 @@ class _Walker:
                 return None
             out.append((math.prod(dims[d + 1:]), tree, _vars(tree, set())))
         return out
+
+    def _dims(self, buf) -> list[int] | None:
+        """A buffer's constant dimensions (None when one is not a constant), read once per walk."""
+        h = handle(buf)
+        if h not in self.dims:
+            dims = [const_int(d) for d in buf.shape]
+            self.dims[h] = None if any(d is None for d in dims) else dims
+        return self.dims[h]
 
     def _count(self, e, leaf: Leaf) -> None:
         t, _, ir_expr, binary = self.tabs[:4]

@@ -1,0 +1,78 @@
+"""Cost of turning stored records into model features, per phase, on this machine: rebuilding a program from its
+task and trace, the compact AST, TVM's per-store features, the analytic features, and `program_row` (all three,
+as the feature cache computes them). Reads a dataset's records (default: the bundled one); no measuring.
+
+    python bench/feature_speed.py [--records 60] [--seed 0] [--data DIR] [--json]
+
+To compare two versions of perfcast on the same records, run this script with each on PYTHONPATH (from a directory
+without a `perfcast/` in it) and the same `--data`.
+
+Prints milliseconds per record for each phase (parsing each task's TVMScript once is reported apart: the cache
+keeps parsed tasks across partitions) and the total for a full extraction of the dataset at that rate on all cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import time
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--records", type=int, default=60)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--data", default=None, help="dataset directory (default: the bundled dataset)")
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args()
+
+    import pyarrow.parquet as pq
+
+    from perfcast import paths
+    from perfcast._tvm.util import apply_trace
+    from perfcast.data.store import Dataset
+    from perfcast.features import cache as C
+
+    ds = Dataset(a.data or paths.bundled_dataset_dir())
+    tasks = ds.read("tasks", ["workload_key", "tir_script"]).to_pydict()
+    scripts = dict(zip(tasks["workload_key"], tasks["tir_script"]))
+    cols = ["record_id", "workload_key", "trace_json", "target_json"]
+    rows = [r for p in ds._parts("records") for r in pq.read_table(p, columns=cols).to_pylist()]
+    total_records = len(rows)
+    rows = random.Random(a.seed).sample([r for r in rows if r["trace_json"]], a.records)
+
+    t0 = time.perf_counter()
+    mods = {k: C._task_module(scripts[k]) for k in {r["workload_key"] for r in rows}}
+    t_parse = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    funcs = [apply_trace(mods[r["workload_key"]], r["trace_json"]) for r in rows]
+    t_replay = time.perf_counter() - t0
+    phases = {"replay": t_replay}
+    for name, fn in (("compact_ast", lambda f, r: C._CA.compact_ast(f)),
+                     ("per_store", lambda f, r: C._per_store(r["target_json"]).extract(f)),
+                     ("analytic", lambda f, r: C._AN.extract(f)),
+                     ("program_row", lambda f, r: C.program_row(f, r["target_json"]))):
+        t0 = time.perf_counter()
+        for f, r in zip(funcs, rows):
+            fn(f, r)
+        phases[name] = time.perf_counter() - t0
+    ms = {k: 1e3 * v / len(rows) for k, v in phases.items()}
+    per_record = ms["replay"] + ms["program_row"]
+    out = {"records": len(rows), "ms_per_record": ms, "tasks_parsed": len(mods),
+           "ms_per_task_parse": 1e3 * t_parse / len(mods), "dataset_records": total_records,
+           "full_extraction_min_estimate": per_record * total_records / 1e3 / 60 / (os.cpu_count() or 1)}
+    if a.json:
+        print(json.dumps(out, indent=1))
+        return
+    print(f"{len(rows)} records of the bundled dataset, ms per record:")
+    for k, v in ms.items():
+        print(f"  {k:12s} {v:7.2f}")
+    print(f"  parse a task {out['ms_per_task_parse']:7.2f} (once per task, {len(mods)} tasks)")
+    print(f"full extraction of {total_records:,} records at this rate on {os.cpu_count()} cores: "
+          f"~{out['full_extraction_min_estimate']:.1f} min plus task parsing")
+
+
+if __name__ == "__main__":
+    main()
