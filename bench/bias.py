@@ -37,21 +37,12 @@ def main() -> None:
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
 
-    from perfcast.devices import get_device
-    from perfcast.devices.base import device_key
     from perfcast.eval.metrics import mape
-    from perfcast.eval.workflow import _default_split, load_data, make_split
-    from perfcast.models import load_model
+    from perfcast.eval.workflow import own_split, records_of_device
 
-    m = load_model(a.model)
-    ds, df, X = load_data(a.data, progress=False)
-    name, params, seed = _default_split(m, ds)
-    sp = make_split(df, name, seed, params)  # the whole dataset, so the parts are the ones the model was trained with
+    m, ds, df, X, name, sp = own_split(a.model, a.data)  # the parts the model was trained with
     y = df["latency_s"].to_numpy()
-    key = a.device if a.device in set(df["device_key"]) else device_key(get_device(a.device))  # `local`: this CPU's
-    if key not in set(df["device_key"]):
-        raise SystemExit(f"the dataset has no records of {key!r}; known: {sorted(set(df['device_key']))}")
-    on_dev = (df["device_key"] == key).to_numpy()
+    key, on_dev = records_of_device(df, a.device)  # `local`: this CPU's records
     default = (df["schedule_kind"] == "default").to_numpy()
     out = {"model": m.name, "split": name, "device_key": key, "groups": {}}
     for part, rows in (("test", sp.test), ("train", sp.train)):

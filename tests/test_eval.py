@@ -307,3 +307,20 @@ def test_scores_per_device_are_the_metrics_of_each_devices_rows():
     assert s["per_device"]["local@A/x"]["n"] == s["per_device"]["local@B/y"]["n"] == len(idx) // 2
     assert s["overall"]["mape"] == pytest.approx(mape(y[idx], pred)) == pytest.approx(0.35)
     assert "per_device" not in scores(df.drop(columns=["device_key"]), y, pred, idx)
+
+
+def test_records_of_device_by_key_or_id():
+    """A device key selects its rows; `local` means this machine's key; a device without rows is a one-line error
+    that lists the frame's devices."""
+    from perfcast.devices import get_device
+    from perfcast.devices.base import device_key
+    from perfcast.eval.workflow import records_of_device
+
+    here = device_key(get_device("local"))
+    df = pd.DataFrame({"device_key": ["local@A/x", here, "local@A/x"]})
+    key, mask = records_of_device(df, "local@A/x")
+    assert key == "local@A/x" and mask.tolist() == [True, False, True]
+    key, mask = records_of_device(df, "local")
+    assert key == here and mask.tolist() == [False, True, False]
+    with pytest.raises(PerfcastError, match=re.escape(f"no records of device {here!r}; its devices: local@A/x")):
+        records_of_device(df.iloc[[0]], "local")

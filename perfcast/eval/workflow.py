@@ -142,6 +142,30 @@ def _default_split(model, ds) -> tuple[str, dict, int]:
     return "by_network", {}, 0
 
 
+def records_of_device(df, device: str) -> tuple[str, np.ndarray]:
+    """(device key, row mask) of `df`'s records of `device`: a device key of the frame, or a device id (`local`:
+    this machine's CPU, by `perfcast.devices.base.device_key`); a device without records is an error."""
+    from ..devices import get_device
+    from ..devices.base import device_key
+
+    keys = set(df["device_key"])
+    key = device if device in keys else device_key(get_device(device))
+    if key not in keys:
+        raise PerfcastError(f"the dataset has no records of device {key!r}; its devices: {', '.join(sorted(keys))}")
+    return key, (df["device_key"] == key).to_numpy()
+
+
+def own_split(model=None, data=None):
+    """(model, dataset, records, features, split name, split) of a trained model (default: bundled) on `data`
+    (default: bundled), split the way the model was trained (its own test and training parts on its own data)."""
+    from ..models import load_model
+
+    m = load_model(model)
+    ds, df, X = load_data(data, progress=False)
+    name, params, seed = _default_split(m, ds)
+    return m, ds, df, X, name, make_split(df, name, seed, params)
+
+
 def _training_params(params: dict) -> dict:
     """A split's parameters that decide its training part (`eval_min_protocol` only filters val and test)."""
     return {k: v for k, v in params.items() if k != "eval_min_protocol"}

@@ -2,7 +2,7 @@
 Programs", EuroSys'24, §4-5 and Fig. 4).
 
     compact AST leaves (L, 48) --standardize, + positional encoding of the ordering vector (Θ = 10000)-->
-    Linear(44 -> d) --> Transformer encoder (layers x heads) --> h (L, d)
+    Linear(48 -> d) --> Transformer encoder (layers x heads) --> h (L, d)
     z_x = Linear_L(flatten h)        one linear layer per leaf count L seen in training (no padding)
         + Linear(d -> z)(mean h)     a shared path, so leaf counts never seen in training still get a z_x
     z_v = MLP(device features (11))

@@ -1,0 +1,107 @@
+"""Where is a model's error: between tasks or within them? On the model's own split (default: the bundled model,
+by_network), for its test part and, for comparison, its training part (both: all devices, or `--device`):
+
+- the variance of the log error log(predicted / measured), split into the part shared by a task's programs on one
+  device (a per-(task, device) offset: the task is mis-predicted as a whole) and the part within a task;
+- within each (task, device) group of at least `--min-programs` programs: the slope of log predicted on log
+  measured (1 = the model keeps the task's spread; below 1 = it flattens it, so fast programs come out too slow and
+  slow ones too fast), the reverse slope of log measured on log predicted (1 = the flattening is the right
+  shrinkage for what the model knows; above 1 = the model flattens more than it should, and stretching its
+  within-task predictions would help) and the Spearman correlation (ranking quality), medians over the groups;
+- MAPE, and the MAPE the same predictions would score scaled by the best constant factor (how much of the MAPE is a
+  global calibration; MAPE's optimum lies below the median) and by the best factor of each (task, device) group (an
+  oracle: the error left if each task's level were known, the within-task floor of this model's predictions).
+
+No measuring: it reads the dataset and cached features.
+
+    python bench/within_task.py [--model DIR] [--data DIR] [--device local] [--min-programs 6] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import numpy as np
+import pandas as pd
+
+
+def best_factor(ratio: np.ndarray) -> float:
+    """The constant c minimizing mean |c * ratio - 1| (MAPE after scaling predictions whose predicted / measured is
+    `ratio` by c): sum r_i |c - 1/r_i| is minimized by the median of 1/r_i weighted by r_i."""
+    inv = 1.0 / ratio
+    order = np.argsort(inv)
+    cum = np.cumsum(ratio[order])
+    return float(inv[order][np.searchsorted(cum, cum[-1] / 2)])
+
+
+def analyse(e: np.ndarray, log_y: np.ndarray, groups: np.ndarray, min_programs: int) -> dict:
+    """Figures of log errors `e` (log predicted - log measured) of programs with log latency `log_y` in `groups`."""
+    from scipy.stats import spearmanr
+
+    s = pd.Series(e)
+    offset = s.groupby(groups).transform("mean").to_numpy()
+    slopes, reverse, rhos = [], [], []
+    for _, idx in pd.Series(np.arange(len(e))).groupby(groups):
+        i = idx.to_numpy()
+        if len(i) < min_programs or np.ptp(log_y[i]) == 0:
+            continue
+        lp = log_y[i] + e[i]
+        slopes.append(np.polyfit(log_y[i], lp, 1)[0])
+        if np.ptp(lp) > 0:
+            reverse.append(np.polyfit(lp, log_y[i], 1)[0])
+        rhos.append(spearmanr(log_y[i], lp).statistic)
+    ratio = np.exp(e)
+    c = best_factor(ratio)
+    per_group = pd.Series(ratio).groupby(groups).transform(lambda r: best_factor(r.to_numpy())).to_numpy()
+    return {"programs": int(len(e)), "groups": int(len(set(groups))), "mape": float(np.mean(np.abs(np.expm1(e)))),
+            "log_error_var": float(np.var(e)), "task_offset_var": float(np.var(offset)),
+            "within_task_var": float(np.var(e - offset)),
+            "within_share": float(np.var(e - offset) / np.var(e)) if np.var(e) > 0 else float("nan"),
+            "groups_with_slope": len(slopes),
+            "median_within_slope": float(np.median(slopes)) if slopes else float("nan"),
+            "median_reverse_slope": float(np.median(reverse)) if reverse else float("nan"),
+            "median_within_spearman": float(np.nanmedian(rhos)) if rhos else float("nan"),
+            "best_factor": c, "mape_after_best_factor": float(np.mean(np.abs(c * ratio - 1))),
+            "mape_with_task_factor_known": float(np.mean(np.abs(per_group * ratio - 1)))}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default=None, help="model directory (default: the bundled model)")
+    ap.add_argument("--data", default=None, help="dataset directory (default: the bundled dataset)")
+    ap.add_argument("--device", default="", help="only records of this device id or key (default: all devices)")
+    ap.add_argument("--min-programs", type=int, default=6, help="smallest (task, device) group given a slope")
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args()
+
+    from perfcast.eval.workflow import own_split, records_of_device
+
+    m, ds, df, X, name, sp = own_split(a.model, a.data)
+    y = df["latency_s"].to_numpy()
+    keep = records_of_device(df, a.device)[1] if a.device else np.ones(len(df), bool)
+    out = {"model": m.name, "split": name, "device": a.device or "all", "parts": {}}
+    for part, rows in (("test", sp.test), ("train", sp.train)):
+        idx = rows[keep[rows]]
+        if not len(idx):
+            continue
+        e = np.log(m.predict(X.take(idx))) - np.log(y[idx])
+        groups = (df["workload_key"].iloc[idx].astype(str) + "|" + df["device_key"].iloc[idx].astype(str)).to_numpy()
+        out["parts"][part] = analyse(e, np.log(y[idx]), groups, a.min_programs)
+    if a.json:
+        print(json.dumps(out, indent=1))
+        return
+    print(f"{m.name} on its {name} split, device {out['device']}")
+    for part, r in out["parts"].items():
+        print(f"  {part:5s} {r['programs']:6d} programs in {r['groups']} (task, device) groups: MAPE "
+              f"{r['mape']:.1%}; log-error variance {r['log_error_var']:.3f} = task offsets "
+              f"{r['task_offset_var']:.3f} + within tasks {r['within_task_var']:.3f} ({r['within_share']:.0%})")
+        print(f"        within-task slope {r['median_within_slope']:.2f}, Spearman "
+              f"{r['median_within_spearman']:.2f}, reverse slope {r['median_reverse_slope']:.2f} (median of "
+              f"{r['groups_with_slope']} groups); best constant "
+              f"factor x{r['best_factor']:.2f} -> MAPE {r['mape_after_best_factor']:.1%}; "
+              f"each group's best factor known -> {r['mape_with_task_factor_known']:.1%}")
+
+
+if __name__ == "__main__":
+    main()
