@@ -86,4 +86,9 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from perfcast.errors import PerfcastError
+
+    try:
+        main()
+    except PerfcastError as e:  # a bad --device, --model or --data: one line, as the CLI says it
+        raise SystemExit(f"error: {e}") from None
