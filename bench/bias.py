@@ -86,9 +86,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    from perfcast.errors import PerfcastError
+    from perfcast.errors import run_with_one_line_errors
 
-    try:
-        main()
-    except PerfcastError as e:  # a bad --device, --model or --data: one line, as the CLI says it
-        raise SystemExit(f"error: {e}") from None
+    run_with_one_line_errors(main)  # a bad --device, --model or --data: one line, as the CLI says it

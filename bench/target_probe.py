@@ -70,12 +70,9 @@ def main() -> None:
     ap.add_argument("--data", default=None, help="dataset directory (default: the bundled one)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
-    from perfcast.errors import PerfcastError
+    from perfcast.errors import run_with_one_line_errors
 
-    try:
-        res = probe(default_tir(a.data, a.task), a.mcpu.split(","))
-    except PerfcastError as e:  # one line, like the CLI
-        raise SystemExit(f"error: {e}") from None
+    res = run_with_one_line_errors(lambda: probe(default_tir(a.data, a.task), a.mcpu.split(",")))
     if a.json:
         print(json.dumps(res))
         return

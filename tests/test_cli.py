@@ -118,3 +118,26 @@ def test_bad_factory_spec(tmp_path):
     f.write_text("x = 1\n")
     res = _cli("collect", "--network", f"{f}:nothere", "--out", str(tmp_path / "d"))
     assert res.returncode == 2 and "has no function 'nothere'" in res.stderr
+
+
+def test_run_with_one_line_errors(capsys, monkeypatch):
+    """The handler the CLI and the bench scripts share: the value passes through; a PerfcastError becomes one
+    stderr line and exit status 2, or its traceback with PERFCAST_DEBUG=1; other errors are not swallowed."""
+    import pytest
+
+    from perfcast.errors import PerfcastError, run_with_one_line_errors
+
+    def fail(msg):
+        raise PerfcastError(msg)
+
+    monkeypatch.delenv("PERFCAST_DEBUG", raising=False)
+    assert run_with_one_line_errors(lambda a, b=0: a + b, 2, b=3) == 5
+    with pytest.raises(SystemExit) as e:
+        run_with_one_line_errors(fail, "device 'x' has no records; pick one of a, b")
+    assert e.value.code == 2
+    assert capsys.readouterr().err == "error: device 'x' has no records; pick one of a, b\n"
+    monkeypatch.setenv("PERFCAST_DEBUG", "1")
+    with pytest.raises(PerfcastError, match="^boom$"):
+        run_with_one_line_errors(fail, "boom")
+    with pytest.raises(KeyError):
+        run_with_one_line_errors(lambda: {}["k"])

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import os
-import sys
-
 import typer
 
-from ..errors import PerfcastError
+from ..errors import run_with_one_line_errors
 from . import adapt_cmd, collect_cmd, data_cmd, devices_cmd, layerwise_cmd, model_cmd, predict_cmd
 
 app = typer.Typer(
@@ -41,13 +38,7 @@ app.command("hpo", help=model_cmd.HPO_HELP, epilog=model_cmd.HPO_EXAMPLE)(model_
 
 
 def main() -> None:
-    try:
-        app()
-    except PerfcastError as e:
-        if os.environ.get("PERFCAST_DEBUG") == "1":
-            raise
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
+    run_with_one_line_errors(app)
 
 
 if __name__ == "__main__":
