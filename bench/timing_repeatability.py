@@ -89,4 +89,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from perfcast.errors import run_with_one_line_errors
+
+    run_with_one_line_errors(main)  # a PerfcastError (bad argument, missing file): one line, as the CLI says it

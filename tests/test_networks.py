@@ -39,6 +39,9 @@ PUBLISHED = {
     "bert_mini": 31_038 * 256 + 4 * (12 * 256**2 + 13 * 256) + 256**2 + 256,
     "bert_small": 31_038 * 512 + 4 * (12 * 512**2 + 13 * 512) + 512**2 + 512,
     "gpt2": 124_439_808,  # HF GPT2LMHeadModel "gpt2" (124M), LM head tied to wte (counted once)
+    # Dai et al. 2017 Table 1 (M5, "0.5M"): convs k*c_in*c_out + c_out bias, BatchNorm 2*c_out, fc 512*10 + 10.
+    "m5": sum(k * a * b + b + 2 * b for k, a, b in [(80, 1, 128), (3, 128, 128), (3, 128, 256), (3, 256, 512)])
+    + 512 * 10 + 10,
     "mlp": 669_706,  # Keras examples/mnist_mlp.py model.summary(): "Total params: 669,706"
 }
 

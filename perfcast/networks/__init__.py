@@ -47,6 +47,9 @@ _spec("mobilenet_v3_small", "mobile", "mobilenet", "MobileNetV3-Small (width 1.0
       f"Howard et al., Searching for MobileNetV3, ICCV 2019; {_TV}", 2_542_856)
 _spec("mnasnet1_0", "mobile", "mobilenet", "MnasNet 1.0 (torchvision variant, no SE), 224x224 RGB -> 1000 logits",
       f"Tan et al., MnasNet: Platform-Aware Neural Architecture Search for Mobile, CVPR 2019; {_TV}", 4_383_312)
+_spec("m5", "cnn", "m5", "M5 1-D CNN on raw audio (conv 80/4 then 3-wide, 128-128-256-512, max-pool 4), "
+      "(batch, 1, 32000) waveform -> 10 logits",
+      "Dai et al., Very Deep Convolutional Neural Networks for Raw Waveforms, ICASSP 2017 (Table 1, M5)", 559_114)
 _spec("vit_tiny", "transformer", "vit", "ViT-Ti/16 (dim 192, depth 12, 3 heads, MLP 768), 224x224 RGB -> 1000 "
       "logits",
       "Dosovitskiy et al., An Image is Worth 16x16 Words, ICLR 2021; Touvron et al., DeiT, ICML 2021; "
