@@ -187,6 +187,20 @@ def test_mlp_tasks_and_weights():
     assert {t.workload_key for t in nt.tasks} == {t.workload_key for t in again.tasks}
 
 
+def test_m5_tasks_are_one_dimensional_convolutions():
+    from perfcast.collect.tasks import extract
+    from perfcast.devices import get_device
+
+    names = sorted(t.task_name for t in extract("m5", get_device("local").target()).tasks)
+    # four distinct Conv1d layers (bias folded in), each once; Relax lowers MaxPool1d to expand_dims + max_pool2d
+    # + squeeze, so the 1-D pooling arrives as four 2-D pooling tasks, BatchNorm + ReLU fused with the expand_dims
+    assert [n for n in names if "conv" in n] == ["fused_conv1d1_add1", "fused_conv1d2_add2", "fused_conv1d3_add3",
+                                                  "fused_conv1d_add"]
+    assert sum(n.startswith("max_pool2d") for n in names) == 4
+    assert sum(n.startswith("fused_batch_norm") and "expand_dims" in n for n in names) == 4
+    assert len(names) == 18
+
+
 def test_collect_mlp_then_rerun_adds_nothing(tmp_path):
     from perfcast.collect.collector import CollectConfig, collect
     from perfcast.data.store import Dataset

@@ -79,6 +79,7 @@ def test_parameter_count_matches_published(name):
 @pytest.mark.parametrize("name, input_shapes, output_shapes", [
     ("mlp", [(784,)], [(10,)]),
     ("resnet18", [(3, 224, 224)], [(1000,)]),
+    ("m5", [(1, 32_000)], [(10,)]),
     ("bert_tiny", [(128,)], [(128, 128), (128,)]),  # (last hidden state, pooled)
 ])
 def test_output_shapes(name, input_shapes, output_shapes, batch):

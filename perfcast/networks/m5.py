@@ -4,8 +4,9 @@ maxpool 4 - conv [3, 512] - maxpool 4 - global average pooling - softmax over th
 normalization and ReLU after every convolution. Input: 4 s of 8 kHz audio, (batch, 1, 32000). The paper lists
 "0.5M" parameters; with conv biases this module has 559,114 (tests/test_networks.py does the sum by hand).
 
-It is the zoo's one network of 1-D convolutions and 1-D pooling (TVM's conv1d_ncw / pool1d tasks), layer types
-that speech and sensor models use and that no 2-D CNN or Transformer of the zoo produces.
+It is the zoo's one network of 1-D convolutions (TVM's conv1d tasks), a layer type that speech and sensor models use
+and that no 2-D CNN or Transformer of the zoo produces. (Relax lowers its 1-D max-pooling to expand_dims + max_pool2d
++ squeeze, so that part arrives as 2-D pooling tasks.)
 """
 
 from __future__ import annotations
