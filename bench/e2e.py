@@ -8,11 +8,13 @@ paper's per-layer-type regressors for conv2d / dense / pooling kernels, the mode
 default bundled), against the same measurement. `tuned` uses a meta-schedule database per network, `--tuned-dir/NETWORK`,
 created with `perfcast.e2e.schedules.tune_network` (`--trials` per network) when missing. `--calibrate` times 40
 stored programs of this machine just before each network (`perfcast.collect.calibrate`) and scales the predictions
-by today's speed ratio; the uncalibrated error is printed beside.
+by today's speed ratio; the uncalibrated error is printed beside. When the bundled in-network context file has a fit
+for this machine (`perfcast.e2e.context`, `bench/context.py`), predictions are the kernels' in-network times and the
+error of the kernels' isolated predictions alone is printed beside; `--no-context` sums the isolated predictions.
 
     python bench/e2e.py [--networks resnet50,mobilenet_v2,bert_tiny] [--schedules default,tuned]
                         [--tuned-dir runs/e2e-tuned] [--trials 16xTASKS] [--model DIR]
-                        [--layerwise-model DIR] [--calibrate] [--json]
+                        [--layerwise-model DIR] [--calibrate] [--no-context] [--json]
 
 Keep the machine quiet: it measures (and tunes).
 """
@@ -34,6 +36,7 @@ def main() -> None:
     ap.add_argument("--model", default=None)
     ap.add_argument("--layerwise-model", default=None)
     ap.add_argument("--calibrate", action="store_true", help="scale by today's speed ratio, measured per network")
+    ap.add_argument("--no-context", action="store_true", help="sum the kernels' isolated predictions")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
 
@@ -56,20 +59,25 @@ def main() -> None:
                     tune_network(net, db, a.trials or 16 * n_tasks, batch_size=a.batch_size)
                 spec = f"tuned:{db}"
             ratio = calibrate("local").speed_ratio if a.calibrate else None
-            r = predict_network(net, a.batch_size, "local", a.model, measure=True, schedules=spec, speed_ratio=ratio)
+            r = predict_network(net, a.batch_size, "local", a.model, measure=True, schedules=spec, speed_ratio=ratio,
+                                context=not a.no_context)
             plain = sum(k["total_predicted_s"] for k in r["kernels"])
             o = out[f"{net}/{sched}"] = {
                 "predicted_s": r["predicted_s"], "plain_sum_s": plain, "measured_s": r["measured_s"],
                 "measured_cv": r["measured_cv"], "error": r["error"], "kernels": len(r["kernels"]),
                 "scheduled_kernels": r["scheduled_kernels"], "measured_kernels_sum_s": r["measured_kernels_sum_s"],
                 "worst_kernel": r["outliers"][0] if r["outliers"] else None, "memory": r["memory"]}
+            if r["context"]:  # the in-network context fit was applied (perfcast.e2e.context); without it:
+                o["context"] = r["context"]
+                o["isolated_error"] = r["isolated_predicted_s"] / r["measured_s"] - 1
             if ratio is not None:
                 o["speed_ratio"] = ratio
                 o["uncalibrated_error"] = r["uncalibrated_predicted_s"] / r["measured_s"] - 1
             if sched == "default":
                 try:
                     lw = predict_network(net, a.batch_size, "local", a.model, schedules=spec, method="layerwise",
-                                         layerwise_model=a.layerwise_model, speed_ratio=ratio)
+                                         layerwise_model=a.layerwise_model, speed_ratio=ratio,
+                                         context=not a.no_context)
                 except PerfcastError as e:  # e.g. the layerwise model has no data of this CPU: say so, go on
                     o["layerwise_skipped"] = str(e)
                 else:
@@ -82,6 +90,9 @@ def main() -> None:
                       f"measured {o['measured_s'] * 1e3:9.2f} ms (CV {o['measured_cv']:.1%})  error "
                       f"{o['error']:+.1%}  [kernels timed in the network: {o['measured_kernels_sum_s'] * 1e3:.2f} ms]",
                       flush=True)
+                if "isolated_error" in o:
+                    print(f"{'':22s} in-network context applied; the kernels' predictions alone sum to an error of "
+                          f"{o['isolated_error']:+.1%}", flush=True)
                 if ratio is not None:
                     print(f"{'':22s} speed ratio today {ratio:.3f}; uncalibrated error {o['uncalibrated_error']:+.1%}",
                           flush=True)

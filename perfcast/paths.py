@@ -92,3 +92,8 @@ def bundled_model_dir() -> Path:
     """The model shipped with the package (trained on the bundled dataset)."""
     return package_dir() / "models" / "bundled"
 
+
+
+def bundled_context_file() -> Path:
+    """The in-network context fits shipped with the package, per device key (`perfcast.e2e.context`)."""
+    return package_dir() / "e2e" / "bundled" / "context.json"

@@ -248,7 +248,7 @@ def test_the_tuners_builder_survives_a_build_that_hangs(matmul64, target_json, t
 def test_a_speed_ratio_scales_every_kernel_and_keeps_the_uncalibrated_total():
     from perfcast.e2e import predict_network
 
-    plain, cal = predict_network("mlp"), predict_network("mlp", speed_ratio=1.25)
+    plain, cal = predict_network("mlp", context=False), predict_network("mlp", speed_ratio=1.25, context=False)
     assert cal["speed_ratio"] == 1.25 and "speed_ratio" not in plain
     assert cal["uncalibrated_predicted_s"] == pytest.approx(plain["predicted_s"], rel=1e-12)
     assert cal["predicted_s"] == pytest.approx(1.25 * plain["predicted_s"], rel=1e-12)
@@ -269,3 +269,117 @@ def test_bad_schedules_are_one_line_errors(value, expect):
 
     with pytest.raises(PerfcastError, match=re.escape(expect)):
         parse_schedules(value)
+
+
+# ---- in-network context (perfcast.e2e.context) ---------------------------------------------------------------
+def _context_samples(scale=1.2, s_per_byte=1 / 20e9, overhead_s=3e-6, cap=math.inf):
+    from perfcast.e2e.context import ContextSample
+
+    rows = [("a", 1, 1e-3, 1 << 20), ("a", 2, 2e-5, 4096), ("a", 4, 5e-4, 8 << 20),
+            ("b", 1, 3e-3, 2 << 20), ("b", 3, 1e-6, 256), ("b", 1, 7e-5, 1 << 16)]
+    return [ContextSample(net, "default", f"k{i}", f"key{i}", calls, t,
+                          scale * t + s_per_byte * min(b, cap) + overhead_s, b)
+            for i, (net, calls, t, b) in enumerate(rows)]
+
+
+def test_context_fit_recovers_the_coefficients_that_made_the_samples():
+    from perfcast.e2e.context import fit_context
+
+    fit = fit_context(_context_samples(), "dev")
+    assert fit.scale == pytest.approx(1.2, rel=1e-6)
+    assert fit.s_per_byte == pytest.approx(1 / 20e9, rel=1e-6)
+    assert fit.overhead_s == pytest.approx(3e-6, rel=1e-6)
+    assert fit.fit_error == pytest.approx(0.0, abs=1e-9) and fit.kernels == 6
+    assert fit.networks == ("a/default", "b/default") and fit.cap_bytes == math.inf
+    # bytes beyond about a cache's worth cost nothing more: the cap that made the samples is the one whose fit on
+    # one network predicts the other exactly (leave-one-network-out), and the coefficients come back with it
+    capped = fit_context(_context_samples(cap=1 << 20), "dev")
+    assert capped.cap_bytes == 1 << 20 and capped.s_per_byte == pytest.approx(1 / 20e9, rel=1e-6)
+    assert capped.in_network_s(1e-3, 8 << 20) == pytest.approx(1.2e-3 + (1 << 20) / 20e9 + 3e-6, rel=1e-6)
+    # the coefficients stay non-negative: samples faster in the network than alone give scale < 1, never a
+    # negative bandwidth or overhead
+    fast = fit_context(_context_samples(scale=0.5, s_per_byte=0.0, overhead_s=0.0), "dev")
+    assert fast.scale == pytest.approx(0.5, rel=1e-6) and fast.s_per_byte >= 0 and fast.overhead_s >= 0
+    assert fast.in_network_s(2e-3, 0) == pytest.approx(1e-3, rel=1e-5)
+
+
+def test_context_file_round_trip_keeps_other_devices_and_checks_its_version(tmp_path):
+    import json
+
+    from perfcast.e2e.context import fit_context, load_context, save_context
+
+    p = tmp_path / "context.json"
+    assert load_context(p) == {}
+    first = fit_context(_context_samples(), "dev1")
+    save_context(first, p)
+    save_context(fit_context(_context_samples(scale=2.0), "dev2"), p)
+    fits = load_context(p)
+    assert set(fits) == {"dev1", "dev2"} and fits["dev2"].scale == pytest.approx(2.0, rel=1e-6)
+    assert fits["dev1"] == first  # every field back exactly (JSON floats round-trip)
+    d = json.loads(p.read_text())
+    p.write_text(json.dumps({**d, "version": 99}))
+    with pytest.raises(PerfcastError, match="has context version 99, this perfcast reads 1; fit it again"):
+        load_context(p)
+    with pytest.raises(PerfcastError, match="2 kernel samples cannot fit the 3 context coefficients"):
+        fit_context(_context_samples()[:2], "dev")
+
+
+@pytest.mark.slow
+def test_mlp_context_is_measured_both_ways_and_predict_applies_the_fit(tmp_path):
+    from perfcast.e2e import predict_network
+    from perfcast.e2e.context import fit_context, measure_context, save_context
+
+    samples = measure_context("mlp")
+    # the three dense layers (x, W, bias, out: 4-byte floats), each timed alone and in the network
+    assert sorted(s.io_bytes for s in samples) == [4 * (512 + 512 * 10 + 10 + 10), 4 * (512 + 512 * 512 + 512 + 512),
+                                                   4 * (784 + 784 * 512 + 512 + 512)]
+    assert all(s.calls == 1 and s.isolated_s > 0 and s.in_network_s > 0 for s in samples)
+    # timed alone (warm) and in the network (cold weights, a hook around each call): same kernels, same order of
+    # magnitude
+    assert all(0.3 < s.in_network_s / s.isolated_s < 10 for s in samples)
+    fit = fit_context(samples, "the-device")
+    assert fit.kernels == 3 and fit.networks == ("mlp/default",)
+    path = tmp_path / "ctx.json"
+    from perfcast.devices import get_device
+    from perfcast.devices.base import device_key
+
+    save_context(fit.__class__(**{**fit.__dict__, "device_key": device_key(get_device("local"))}), path)
+    alone, ctx = predict_network("mlp", context=False), predict_network("mlp", context=str(path))
+    assert alone["context"] is None and ctx["context"]["fitted_on"] == ["mlp/default"]
+    assert ctx["isolated_predicted_s"] == pytest.approx(alone["predicted_s"], rel=1e-12)
+    by_key = {k["workload_key"]: k for k in alone["kernels"]}
+    io = {s.workload_key: s.io_bytes for s in samples}
+    want = sum(k["calls"] * (fit.scale * k["predicted_s"] + fit.s_per_byte * io[key] + fit.overhead_s)
+               for key, k in by_key.items())
+    assert ctx["predicted_s"] == pytest.approx(want, rel=1e-9)
+    with pytest.raises(PerfcastError, match="does not exist; write one with `perfcast context"):
+        predict_network("mlp", context=str(tmp_path / "missing.json"))
+
+
+def test_context_command_fits_stored_samples_and_bad_files_are_one_line(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    from perfcast.e2e.context import load_context, samples_to_json
+
+    f = tmp_path / "samples.json"
+    f.write_text(json.dumps(samples_to_json(_context_samples())))
+    out = tmp_path / "ctx.json"
+
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "perfcast.cli.app", "context", *args], capture_output=True,
+                              text=True, timeout=300)
+
+    res = cli("a", "b@default", "--samples", str(f), "--out", str(out), "--device", "local", "--json")
+    assert res.returncode == 0, res.stderr
+    got = json.loads(res.stdout)
+    assert got["scale"] == pytest.approx(1.2, rel=1e-6) and got["kernels"] == 6
+    assert list(load_context(out).values())[0].overhead_s == pytest.approx(3e-6, rel=1e-6)
+    only_a = cli("a", "--samples", str(f), "--out", str(tmp_path / "a.json"), "--json")
+    assert json.loads(only_a.stdout)["networks"] == ["a/default"]  # NETWORKS select the stored samples
+    bad = tmp_path / "bad.json"
+    bad.write_text("not json")
+    res = cli("a", "--samples", str(bad), "--out", str(out))
+    assert res.returncode != 0 and len(res.stderr.strip().splitlines()) == 1
+    assert f"--samples {str(bad)!r} is not a `perfcast context --samples-out` file" in res.stderr

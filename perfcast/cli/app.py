@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from ..errors import run_with_one_line_errors
-from . import adapt_cmd, collect_cmd, data_cmd, devices_cmd, layerwise_cmd, model_cmd, predict_cmd
+from . import adapt_cmd, collect_cmd, context_cmd, data_cmd, devices_cmd, layerwise_cmd, model_cmd, predict_cmd
 
 app = typer.Typer(
     name="perfcast",
@@ -24,6 +24,7 @@ data_app.command("import", help=data_cmd.IMPORT_HELP, epilog=data_cmd.IMPORT_EXA
 data_app.command("merge", help=data_cmd.MERGE_HELP, epilog=data_cmd.MERGE_EXAMPLE)(data_cmd.merge)
 app.add_typer(data_app, name="data")
 app.command("predict", help=predict_cmd.HELP, epilog=predict_cmd.EXAMPLE)(predict_cmd.predict)
+app.command("context", help=context_cmd.HELP, epilog=context_cmd.EXAMPLE)(context_cmd.context)
 app.command("tune", help=predict_cmd.TUNE_HELP, epilog=predict_cmd.TUNE_EXAMPLE)(predict_cmd.tune)
 app.command("train", help=model_cmd.TRAIN_HELP, epilog=model_cmd.TRAIN_EXAMPLE)(model_cmd.train)
 app.command("eval", help=model_cmd.EVAL_HELP, epilog=model_cmd.EVAL_EXAMPLE)(model_cmd.evaluate)

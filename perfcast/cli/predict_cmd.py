@@ -31,6 +31,9 @@ def predict(
                                    "(`perfcast calibrate`, ~20 s) and scale the predictions by how much slower or "
                                    "faster the machine is today than when they were measured (a CPU without records: "
                                    "predicted uncalibrated, with a warning)"),
+    context: str = typer.Option("auto", help="auto: apply this device's in-network context fit from the bundled "
+                                "file when it has one (kernels run slower inside a network than alone; see `perfcast "
+                                "context`); none: sum the kernels' times alone; or a context file"),
     input_shape: Optional[str] = typer.Option(None, help="shapes of dynamic ONNX inputs, NAME:1x3x224x224"),
     top: int = typer.Option(15, help="kernels to show in the table"),
     plot: Optional[str] = typer.Option(None, help="with --measure: write predicted vs measured per kernel to this PNG"),
@@ -52,7 +55,8 @@ def predict(
         except NoReferences as e:  # a CPU without records: predict as without --calibrate, and say so
             no_calibration = f"not calibrated: {e}"
     r = predict_network(network, batch_size, device, model, measure, input_shape, schedules=schedules,
-                        method=method, layerwise_model=layerwise_model, speed_ratio=ratio)
+                        method=method, layerwise_model=layerwise_model, speed_ratio=ratio,
+                        context={"auto": True, "none": False}.get(context, context))
     if no_calibration:
         r["warning"] = f"{r['warning']}; {no_calibration}" if r.get("warning") else no_calibration
     if plot:
@@ -94,6 +98,12 @@ def predict(
     c.print(f"[bold]predicted {r['predicted_s'] * 1e3:.4g} ms[/]" + (
         f" (x{r['speed_ratio']:.3f}: this machine today vs its records; uncalibrated "
         f"{r['uncalibrated_predicted_s'] * 1e3:.4g} ms)" if "speed_ratio" in r else ""))
+    if r["context"]:
+        cx = r["context"]
+        cap = "" if cx["cap_bytes"] is None else f" (up to {cx['cap_bytes'] / 2**20:.3g} MiB)"
+        c.print(f"in-network context of {cx['device_key']}: {cx['scale']:.2f} x alone + "
+                f"{cx['s_per_byte'] * 1e12:.3g} ps per argument byte{cap} + {cx['overhead_s'] * 1e6:.2f} us per call "
+                f"(the kernels' predictions alone: {r['isolated_predicted_s'] * 1e3:.4g} ms; --context none)")
     if lw:
         c.print(f"layerwise: {lw['kernels']} conv2d/dense/pooling kernels, {lw['share']:.1%} of the predicted time "
                 f"({lw['layers_s'] * 1e3:.4g} ms, the paper's sum of layers); the rest from the {r['model']} model")

@@ -1,5 +1,7 @@
-"""Whole networks: predict (and measure) a network's latency from its kernels."""
+"""Whole networks: predict (and measure) a network's latency from its kernels, in their in-network context."""
 
-from .predict import measure_network, predict_network
+from .context import ContextFit, fit_context, load_context, measure_context
+from .predict import lower_network, measure_network, predict_network
 
-__all__ = ["predict_network", "measure_network"]
+__all__ = ["predict_network", "measure_network", "lower_network", "ContextFit", "fit_context", "load_context",
+           "measure_context"]

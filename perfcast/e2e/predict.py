@@ -12,7 +12,9 @@ times `main` with TVM's time evaluator (burn-in, repeats, median), the protocol 
 
 from __future__ import annotations
 
+import math
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -24,7 +26,8 @@ METHODS = ("kernel", "layerwise")
 
 def predict_network(network: str, batch_size: int = 1, device: str = "local", model=None, measure: bool = False,
                     input_shape: str | None = None, repeats: int = 5, schedules: str = "default",
-                    method: str = "kernel", layerwise_model=None, speed_ratio: float | None = None) -> dict:
+                    method: str = "kernel", layerwise_model=None, speed_ratio: float | None = None,
+                    context: bool | str = True) -> dict:
     """{"network", "batch_size", "device", "predicted_s", "kernels": [...], "measured_s"?, ...} for `network`.
 
     `schedules`: "default", "tuned:DB_DIR" or "random:SEED" (see `perfcast.e2e.schedules`).
@@ -32,17 +35,16 @@ def predict_network(network: str, batch_size: int = 1, device: str = "local", mo
     and pooling kernels by the per-layer-type regressors of `layerwise_model`, default the bundled ones; every other
     kernel by `model`).
     `speed_ratio`: multiply every kernel's prediction by it (the host's speed today relative to its records, from
-    `perfcast.collect.calibrate`); the uncalibrated total is kept as `uncalibrated_predicted_s`."""
-    import tvm
-
-    from .._tvm.util import load_x86_intrinsics, normalize_primfunc, structural_key
-    from ..collect.tasks import fuse, to_relax
+    `perfcast.collect.calibrate`); the uncalibrated total is kept as `uncalibrated_predicted_s`.
+    `context`: True applies the device's in-network context fit from the bundled file when it has one
+    (`perfcast.e2e.context`: kernels run slower inside a network than alone, as the model's records timed them),
+    a path applies that context file's fit, False none. The sum of the isolated predictions is kept as
+    `isolated_predicted_s`, and `context` says which fit was applied (None: none)."""
     from ..devices import get_device
     from ..features.cache import features_of_programs
     from ..models import load_model
-    from .memory import network_memory
-    from .replayer import Kernel, kernel_graph, replay
-    from .schedules import apply_schedules, parse_schedules
+    from .replayer import Kernel, replay
+    from .schedules import parse_schedules
 
     parse_schedules(schedules)  # a bad value fails before any work
     if speed_ratio is not None:
@@ -56,46 +58,50 @@ def predict_network(network: str, batch_size: int = 1, device: str = "local", mo
                             f"profiles them; drop --schedules {schedules} or use --method kernel")
     spec = get_device(device)
     m = model if hasattr(model, "predict") else load_model(model)
-    load_x86_intrinsics()
     t0 = time.time()
-    label, _, mod = to_relax(network, batch_size, input_shape)
-    fused = fuse(mod)
-    graph = kernel_graph(fused)
-    memory = network_memory(fused)
-    applied, sched_info = apply_schedules(fused, spec.target(), schedules)
+    low = lower_network(network, batch_size, spec, schedules, input_shape)
     t_lower = time.time() - t0
-    # each distinct kernel (structural workload key, as the data engine keys tasks) is predicted once
-    keys, programs, names = [], {}, {}
-    for name, func, _ in graph:
-        k = structural_key(func)  # the task's key (of the unscheduled kernel), as in the dataset
-        keys.append(k)
-        if k not in programs:  # the program that runs: the scheduled kernel of that name
-            programs[k], names[k] = tvm.IRModule({"main": normalize_primfunc(applied[name])}), name
-    order = list(programs)
+    graph, keys, programs, names, order = low.graph, low.keys, low.programs, low.names, list(low.programs)
     per_call = dict(zip(order, m.predict(features_of_programs([programs[k] for k in order], spec))))
     source = dict.fromkeys(order, "kernel")
     lw_info = _layerwise(per_call, source, programs, order, spec, layerwise_model) if method == "layerwise" else {}
-    def replayed(times: dict):
-        return replay([Kernel(name, float(times[k]), deps) for (name, _, deps), k in zip(graph, keys)])
+    fit = _context_fit(spec, context)
+
+    def replayed(times: dict):  # per-call isolated times -> the replayed network (in-network times with a fit)
+        if fit is None:
+            return replay([Kernel(name, float(times[k]), deps) for (name, _, deps), k in zip(graph, keys)])
+        return replay([Kernel(name, float(fit.duration_s(times[k], low.io_bytes[k])), deps, gap_s=fit.overhead_s)
+                       for (name, _, deps), k in zip(graph, keys)])
 
     if speed_ratio is not None:
         uncalibrated = replayed(per_call)
         per_call = {k: v * speed_ratio for k, v in per_call.items()}
     sim = replayed(per_call)
-    calls = {k: keys.count(k) for k in order}
+    alone = per_call
+    if fit is not None:  # each kernel's time inside the network (see perfcast.e2e.context)
+        per_call = {k: float(fit.in_network_s(v, low.io_bytes[k])) for k, v in alone.items()}
+    calls = low.calls
     kernels = [{"name": names[k], "workload_key": k, "calls": calls[k], "predicted_s": float(per_call[k]),
                 "total_predicted_s": float(per_call[k]) * calls[k], "method": source[k]} for k in order]
+    if fit is not None:
+        for k in kernels:
+            k["isolated_predicted_s"] = float(alone[k["workload_key"]])
     total = float(sim.total_s)
     for k in kernels:
         k["share"] = k["total_predicted_s"] / total if total > 0 else 0.0
     kernels.sort(key=lambda k: -k["total_predicted_s"])
     warning = unseen_device_warning(m, spec, device)
-    out = {"network": label, "batch_size": batch_size, "device": spec.device_id, **sched_info,
+    out = {"network": low.label, "batch_size": batch_size, "device": spec.device_id, **low.sched_info,
            "model": getattr(m, "name", "?"), "method": method, "predicted_s": total, "kernels": kernels,
            "lower_seconds": t_lower, "predict_seconds": time.time() - t0 - t_lower}
     if speed_ratio is not None:
         out["speed_ratio"], out["uncalibrated_predicted_s"] = float(speed_ratio), float(uncalibrated.total_s)
-    out["memory"] = memory.to_dict()
+    out["isolated_predicted_s"] = float(sum(alone[k] * calls[k] for k in order))
+    out["context"] = None if fit is None else {"device_key": fit.device_key, "scale": fit.scale,
+                                               "s_per_byte": fit.s_per_byte, "overhead_s": fit.overhead_s,
+                                               "cap_bytes": None if math.isinf(fit.cap_bytes) else fit.cap_bytes,
+                                               "fitted_on": list(fit.networks)}
+    out["memory"] = low.memory.to_dict()
     if lw_info:
         lw_s = sum(k["total_predicted_s"] for k in kernels if k["method"] == "layerwise")
         out["layerwise"] = {**lw_info, "layers_s": lw_s, "share": lw_s / total if total > 0 else 0.0,
@@ -106,16 +112,73 @@ def predict_network(network: str, batch_size: int = 1, device: str = "local", mo
     if warning:
         out["warning"] = warning
     if measure:
-        out.update(measure_network(network, batch_size, spec, input_shape, repeats, fused=applied))
+        out.update(measure_network(network, batch_size, spec, input_shape, repeats, fused=low.applied))
         out["error"] = (total - out["measured_s"]) / out["measured_s"]
-        by_key: dict = {}
-        for (name, _, _), k in zip(graph, keys):
-            by_key.setdefault(k, set()).add(name)
-        attach_measured_kernels(out, by_key)
+        attach_measured_kernels(out, low.names_of)
         # what the VM really allocated for one inference, plus the weights and inputs it was given
-        out["memory"]["measured_bytes"] = (out.pop("measured_vm_storage_bytes") + memory.weights_bytes
-                                           + memory.input_bytes)
+        out["memory"]["measured_bytes"] = (out.pop("measured_vm_storage_bytes") + low.memory.weights_bytes
+                                           + low.memory.input_bytes)
     return out
+
+
+@dataclass
+class LoweredNetwork:
+    """A network lowered as TVM compiles it, with each distinct kernel's scheduled program."""
+
+    label: str
+    graph: list  # [(kernel name, PrimFunc, deps)] in call order (`replayer.kernel_graph`)
+    keys: list  # the task (structural workload key) of each call in `graph`
+    programs: dict  # workload key -> IRModule of the scheduled kernel that runs
+    names: dict  # workload key -> the first kernel name with that key
+    names_of: dict  # workload key -> every kernel name in the compiled module with that key
+    calls: dict  # workload key -> calls per network run
+    io_bytes: dict  # workload key -> bytes of the kernel's buffer arguments
+    applied: object  # the fused module with the schedules substituted (what gets compiled)
+    sched_info: dict
+    memory: object  # memory.MemoryEstimate
+
+
+def lower_network(network: str, batch_size: int, spec, schedules: str = "default",
+                  input_shape: str | None = None) -> LoweredNetwork:
+    """Lower `network` (zoo name, ONNX file or file.py:factory) for device `spec` and apply `schedules`."""
+    import tvm
+
+    from .._tvm.util import load_x86_intrinsics, normalize_primfunc, structural_key
+    from ..collect.tasks import fuse, to_relax
+    from .context import io_bytes
+    from .memory import network_memory
+    from .replayer import kernel_graph
+    from .schedules import apply_schedules
+
+    load_x86_intrinsics()
+    label, _, mod = to_relax(network, batch_size, input_shape)
+    fused = fuse(mod)
+    graph = kernel_graph(fused)
+    memory = network_memory(fused)
+    applied, sched_info = apply_schedules(fused, spec.target(), schedules)
+    keys, programs, names, names_of = [], {}, {}, {}
+    for name, func, _ in graph:
+        k = structural_key(func)  # the task's key (of the unscheduled kernel), as in the dataset
+        keys.append(k)
+        names_of.setdefault(k, set()).add(name)
+        if k not in programs:  # the program that runs: the scheduled kernel of that name
+            programs[k], names[k] = tvm.IRModule({"main": normalize_primfunc(applied[name])}), name
+    return LoweredNetwork(label, graph, keys, programs, names, names_of, {k: keys.count(k) for k in programs},
+                          {k: io_bytes(p["main"]) for k, p in programs.items()}, applied, sched_info, memory)
+
+
+def _context_fit(spec, context):
+    """The in-network context fit to apply for `spec` (None: none; see `predict_network`)."""
+    if context is False or context is None:
+        return None
+    from ..devices.base import device_key
+    from .context import load_context
+
+    fits = load_context(None if context is True else context)
+    if context is not True and not fits:
+        raise PerfcastError(f"context file {context!r} does not exist; write one with `perfcast context NETWORK ... "
+                            "--out FILE`")
+    return fits.get(device_key(spec))
 
 
 def _layerwise(per_call: dict, source: dict, programs: dict, order: list, spec, path) -> dict:

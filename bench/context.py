@@ -1,0 +1,111 @@
+"""In-network context: how much slower a network's kernels run inside it than alone, and how well a context fit on
+training networks carries over to held-out ones (`perfcast.e2e.context`).
+
+For every network and schedule set (TVM's default kernels, and `tuned` where `--*-tuned-dir/NETWORK` holds a
+meta-schedule database), every distinct kernel is timed alone (the collector's isolated runner, protocol 2) and
+inside the compiled network (the VM's per-kernel profile), at the same sitting (`measure_context`). The context
+is fitted on the training networks only, then, per held-out network, with the kernels' *measured* alone times
+(so the kernel model's own error is out of the picture):
+- alone: the sum of calls x alone time, against the sum of calls x in-network time (what a whole-network prediction
+  from perfect isolated predictions misses);
+- context: the fit applied to the alone times;
+- one factor: the alone sum times the training networks' overall in-network / alone ratio (a one-number baseline).
+
+    python bench/context.py [--train resnet18,mobilenet_v3_small,bert_mini] [--train-tuned-dir DIR]
+                            [--test resnet50,mobilenet_v2,bert_tiny] [--test-tuned-dir DIR]
+                            [--samples FILE] [--write-fit FILE] [--json]
+
+`--samples FILE` reuses (or, when FILE does not exist, writes) the measurements; `--write-fit FILE` saves the
+training fit (what `perfcast predict --context FILE` applies; the bundled one is `perfcast/e2e/bundled/context.json`).
+Keep the machine quiet: it measures (about a minute per network and schedule set).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+
+
+def runs(nets: str, tuned_dir: str | None) -> list[tuple[str, str]]:
+    out = []
+    for n in [x for x in nets.split(",") if x]:
+        out.append((n, "default"))
+        if tuned_dir and os.path.exists(os.path.join(tuned_dir, n, "database_tuning_record.json")):
+            out.append((n, f"tuned:{os.path.join(tuned_dir, n)}"))
+    return out
+
+
+def totals(samples) -> tuple[float, float]:
+    return (sum(s.calls * s.isolated_s for s in samples), sum(s.calls * s.in_network_s for s in samples))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--train", default="resnet18,mobilenet_v3_small,bert_mini")
+    ap.add_argument("--train-tuned-dir", default=None)
+    ap.add_argument("--test", default="resnet50,mobilenet_v2,bert_tiny")
+    ap.add_argument("--test-tuned-dir", default=None)
+    ap.add_argument("--samples", default=None, help="measurements file to reuse, or to write when missing")
+    ap.add_argument("--write-fit", default=None, help="save the training networks' fit to this context file")
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args()
+
+    from perfcast.devices import get_device
+    from perfcast.devices.base import device_key
+    from perfcast.e2e.context import (fit_context, measure_context, samples_from_json, samples_to_json,
+                                      save_context)
+
+    train, test = runs(a.train, a.train_tuned_dir), runs(a.test, a.test_tuned_dir)
+    if a.samples and Path(a.samples).exists():
+        got = samples_from_json(json.loads(Path(a.samples).read_text()))
+    else:
+        got = []
+        for net, sch in train + test:
+            got += measure_context(net, sch)
+            if not a.json:
+                al, nw = totals([s for s in got if (s.network, s.schedules) == (net, sch)])
+                print(f"measured {net} {sch}: alone {al * 1e3:.3f} ms, in the network {nw * 1e3:.3f} ms", flush=True)
+        if a.samples:
+            Path(a.samples).write_text(json.dumps(samples_to_json(got), indent=1))
+    by_run = {}
+    for s in got:
+        by_run.setdefault((s.network, s.schedules), []).append(s)
+    tr = [s for r in train for s in by_run.get(r, [])]
+    fit = fit_context(tr, device_key(get_device("local")))
+    al, nw = totals(tr)
+    factor = nw / al
+    if a.write_fit:
+        save_context(fit, a.write_fit)
+    out = {"fit": {"scale": fit.scale, "s_per_byte": fit.s_per_byte, "overhead_s": fit.overhead_s,
+                   "cap_bytes": None if fit.cap_bytes == float("inf") else fit.cap_bytes,
+                   "kernels": fit.kernels, "networks": list(fit.networks), "fit_error": fit.fit_error},
+           "train_factor": factor, "runs": {}}
+    for run in train + test:
+        ss = by_run.get(run)
+        if not ss:
+            continue
+        al, nw = totals(ss)
+        ctx = sum(s.calls * fit.in_network_s(s.isolated_s, s.io_bytes) for s in ss)
+        out["runs"][f"{run[0]}/{run[1].split(':')[0]}"] = {
+            "part": "train" if run in train else "test", "kernels": len(ss), "alone_s": al, "in_network_s": nw,
+            "alone_error": al / nw - 1, "context_error": ctx / nw - 1, "one_factor_error": al * factor / nw - 1}
+    if a.json:
+        print(json.dumps(out, indent=1))
+        return
+    print(f"fit on {fit.kernels} kernels of {', '.join(fit.networks)}: in-network = {fit.scale:.3f} x alone + "
+          f"{fit.s_per_byte * 1e12:.3g} ps per argument byte up to {fit.cap_bytes / 2**20:.3g} MiB + "
+          f"{fit.overhead_s * 1e6:.2f} us per call (networks' totals within {fit.fit_error:.1%} on average); one "
+          f"factor {factor:.3f}")
+    print(f"{'network/schedules':28s} {'part':5s} {'kernels':>7s} {'alone ms':>10s} {'in-net ms':>10s} "
+          f"{'alone err':>9s} {'context':>8s} {'1 factor':>8s}")
+    for k, r in out["runs"].items():
+        print(f"{k:28s} {r['part']:5s} {r['kernels']:7d} {r['alone_s'] * 1e3:10.3f} {r['in_network_s'] * 1e3:10.3f} "
+              f"{r['alone_error']:+9.1%} {r['context_error']:+8.1%} {r['one_factor_error']:+8.1%}")
+
+
+if __name__ == "__main__":
+    from perfcast.errors import run_with_one_line_errors
+
+    run_with_one_line_errors(main)  # a PerfcastError (bad argument, missing file): one line, as the CLI says it
