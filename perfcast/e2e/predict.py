@@ -4,7 +4,9 @@ The network is lowered as the data engine lowers it (`perfcast.collect.tasks`: l
 each distinct fused kernel is predicted once with its TVM default-pipeline program (the unscheduled fused PrimFunc,
 which is what `tvm.compile` runs on CPU; every collected task has this program among its records). The network's
 prediction is the sum over kernels of calls x predicted time: CDMPP's replayer (Algorithm 2) with one execution
-unit reduces to exactly this sum.
+unit reduces to exactly this sum. The model predicts a kernel timed alone, as its records were; with the device's
+in-network context fit (`perfcast.e2e.context`) each kernel's time becomes its time inside the network plus a
+per-call gap, replayed the same way.
 
 `measure=True` compiles the same fused module with `tvm.compile`, runs it in the Relax VM on random inputs and
 times `main` with TVM's time evaluator (burn-in, repeats, median), the protocol of `perfcast.collect.measure`.
@@ -57,6 +59,7 @@ def predict_network(network: str, batch_size: int = 1, device: str = "local", mo
         raise PerfcastError(f"--method layerwise predicts TVM's default (untuned) kernels, as the layerwise paper "
                             f"profiles them; drop --schedules {schedules} or use --method kernel")
     spec = get_device(device)
+    fit = _context_fit(spec, context)  # a bad context file fails before any work
     m = model if hasattr(model, "predict") else load_model(model)
     t0 = time.time()
     low = lower_network(network, batch_size, spec, schedules, input_shape)
@@ -65,7 +68,6 @@ def predict_network(network: str, batch_size: int = 1, device: str = "local", mo
     per_call = dict(zip(order, m.predict(features_of_programs([programs[k] for k in order], spec))))
     source = dict.fromkeys(order, "kernel")
     lw_info = _layerwise(per_call, source, programs, order, spec, layerwise_model) if method == "layerwise" else {}
-    fit = _context_fit(spec, context)
 
     def replayed(times: dict):  # per-call isolated times -> the replayed network (in-network times with a fit)
         if fit is None:
