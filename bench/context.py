@@ -54,7 +54,7 @@ def main() -> None:
 
     from perfcast.devices import get_device
     from perfcast.devices.base import device_key
-    from perfcast.e2e.context import (fit_context, measure_context, samples_from_json, samples_to_json,
+    from perfcast.e2e.context import (fit_context, measure_context, run_name, samples_from_json, samples_to_json,
                                       save_context)
 
     train, test = runs(a.train, a.train_tuned_dir), runs(a.test, a.test_tuned_dir)
@@ -78,26 +78,21 @@ def main() -> None:
     factor = nw / al
     if a.write_fit:
         save_context(fit, a.write_fit)
-    out = {"fit": {"scale": fit.scale, "s_per_byte": fit.s_per_byte, "overhead_s": fit.overhead_s,
-                   "cap_bytes": None if fit.cap_bytes == float("inf") else fit.cap_bytes,
-                   "kernels": fit.kernels, "networks": list(fit.networks), "fit_error": fit.fit_error},
-           "train_factor": factor, "runs": {}}
+    out = {"fit": fit.to_json(), "train_factor": factor, "runs": {}}
     for run in train + test:
         ss = by_run.get(run)
         if not ss:
             continue
         al, nw = totals(ss)
         ctx = sum(s.calls * fit.in_network_s(s.isolated_s, s.io_bytes) for s in ss)
-        out["runs"][f"{run[0]}/{run[1].split(':')[0]}"] = {
+        out["runs"][run_name(ss[0])] = {
             "part": "train" if run in train else "test", "kernels": len(ss), "alone_s": al, "in_network_s": nw,
             "alone_error": al / nw - 1, "context_error": ctx / nw - 1, "one_factor_error": al * factor / nw - 1}
     if a.json:
         print(json.dumps(out, indent=1))
         return
-    print(f"fit on {fit.kernels} kernels of {', '.join(fit.networks)}: in-network = {fit.scale:.3f} x alone + "
-          f"{fit.s_per_byte * 1e12:.3g} ps per argument byte up to {fit.cap_bytes / 2**20:.3g} MiB + "
-          f"{fit.overhead_s * 1e6:.2f} us per call (networks' totals within {fit.fit_error:.1%} on average); one "
-          f"factor {factor:.3f}")
+    print(f"fit on {fit.kernels} kernels of {', '.join(fit.networks)}: in-network = {fit.describe()} (networks' "
+          f"totals within {fit.fit_error:.1%} on average); one factor {factor:.3f}")
     print(f"{'network/schedules':28s} {'part':5s} {'kernels':>7s} {'alone ms':>10s} {'in-net ms':>10s} "
           f"{'alone err':>9s} {'context':>8s} {'1 factor':>8s}")
     for k, r in out["runs"].items():

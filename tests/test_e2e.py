@@ -320,12 +320,21 @@ def test_context_file_round_trip_keeps_other_devices_and_checks_its_version(tmp_
     p.write_text(json.dumps({**d, "version": 99}))
     with pytest.raises(PerfcastError, match="has context version 99, this perfcast reads 1; fit it again"):
         load_context(p)
+    p.write_text(json.dumps({"version": 1, "fits": {"dev1": {"scale": 1.0}}}))  # a fit without its other fields
+    with pytest.raises(PerfcastError, match="is not a context file \\(bad fit: .*\\); fit it again with `perfcast "
+                                            "context NETWORK"):
+        load_context(p)
+    # no cap is stored as null (JSON has no infinity) and read back as infinity
+    assert first.cap_bytes == math.inf and first.to_json()["cap_bytes"] is None
+    assert first.describe() == "1.200 x alone + 50 ps per argument byte + 3.00 us per call"
     with pytest.raises(PerfcastError, match="2 kernel samples cannot fit the 3 context coefficients"):
         fit_context(_context_samples()[:2], "dev")
 
 
 @pytest.mark.slow
 def test_mlp_context_is_measured_both_ways_and_predict_applies_the_fit(tmp_path):
+    import dataclasses
+
     from perfcast.e2e import predict_network
     from perfcast.e2e.context import fit_context, measure_context, save_context
 
@@ -343,9 +352,10 @@ def test_mlp_context_is_measured_both_ways_and_predict_applies_the_fit(tmp_path)
     from perfcast.devices import get_device
     from perfcast.devices.base import device_key
 
-    save_context(fit.__class__(**{**fit.__dict__, "device_key": device_key(get_device("local"))}), path)
+    save_context(dataclasses.replace(fit, device_key=device_key(get_device("local"))), path)
     alone, ctx = predict_network("mlp", context=False), predict_network("mlp", context=str(path))
-    assert alone["context"] is None and ctx["context"]["fitted_on"] == ["mlp/default"]
+    assert alone["context"] is None and ctx["context"]["networks"] == ["mlp/default"]
+    assert ctx["context"]["formula"] == fit.describe()
     assert ctx["isolated_predicted_s"] == pytest.approx(alone["predicted_s"], rel=1e-12)
     by_key = {k["workload_key"]: k for k in alone["kernels"]}
     io = {s.workload_key: s.io_bytes for s in samples}

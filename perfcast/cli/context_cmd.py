@@ -27,7 +27,7 @@ def context(
                                           "schedules)"),
     json_out: bool = typer.Option(False, "--json", help="print the fit as JSON"),
 ) -> None:
-    from dataclasses import asdict
+    from pathlib import Path
 
     from ..devices import get_device
     from ..devices.base import device_key
@@ -36,9 +36,8 @@ def context(
     spec = get_device(device)
     wanted = [n.partition("@")[::2] for n in networks]  # [(network, schedules or "")]
     if samples:
-        from pathlib import Path
-
         from ..errors import PerfcastError
+
         try:
             got = samples_from_json(json.loads(Path(samples).read_text()))
         except (OSError, ValueError, TypeError) as e:
@@ -47,17 +46,11 @@ def context(
     else:
         got = [s for n, sch in wanted for s in measure_context(n, sch or "default", device, batch_size)]
     if samples_out:
-        from pathlib import Path
-
         Path(samples_out).write_text(json.dumps(samples_to_json(got), indent=1))
     fit = fit_context(got, device_key(spec))
     path = save_context(fit, out)
     if json_out:
-        print(json.dumps({**asdict(fit), "cap_bytes": None if fit.cap_bytes == float("inf") else fit.cap_bytes,
-                          "file": str(path)}))
+        print(json.dumps({**fit.to_json(), "file": str(path)}))
         return
-    cap = "" if fit.cap_bytes == float("inf") else f", up to {fit.cap_bytes / 2**20:.3g} MiB"
-    print(f"{fit.device_key}: in-network = {fit.scale:.3f} x alone + argument bytes{cap} / "
-          f"{(1 / fit.s_per_byte / 1e9) if fit.s_per_byte > 0 else float('inf'):.3g} GB/s + "
-          f"{fit.overhead_s * 1e6:.2f} us per call; fitted on {fit.kernels} kernels of {', '.join(fit.networks)} "
-          f"(networks' totals within {fit.fit_error:.1%} on average); written to {path}")
+    print(f"{fit.device_key}: in-network = {fit.describe()}; fitted on {fit.kernels} kernels of "
+          f"{', '.join(fit.networks)} (networks' totals within {fit.fit_error:.1%} on average); written to {path}")

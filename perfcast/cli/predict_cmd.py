@@ -99,11 +99,8 @@ def predict(
         f" (x{r['speed_ratio']:.3f}: this machine today vs its records; uncalibrated "
         f"{r['uncalibrated_predicted_s'] * 1e3:.4g} ms)" if "speed_ratio" in r else ""))
     if r["context"]:
-        cx = r["context"]
-        cap = "" if cx["cap_bytes"] is None else f" (up to {cx['cap_bytes'] / 2**20:.3g} MiB)"
-        c.print(f"in-network context of {cx['device_key']}: {cx['scale']:.2f} x alone + "
-                f"{cx['s_per_byte'] * 1e12:.3g} ps per argument byte{cap} + {cx['overhead_s'] * 1e6:.2f} us per call "
-                f"(the kernels' predictions alone: {r['isolated_predicted_s'] * 1e3:.4g} ms; --context none)")
+        c.print(f"in-network context of {r['context']['device_key']}: {r['context']['formula']} (the kernels' "
+                f"predictions alone: {r['isolated_predicted_s'] * 1e3:.4g} ms; --context none)")
     if lw:
         c.print(f"layerwise: {lw['kernels']} conv2d/dense/pooling kernels, {lw['share']:.1%} of the predicted time "
                 f"({lw['layers_s'] * 1e3:.4g} ms, the paper's sum of layers); the rest from the {r['model']} model")

@@ -70,19 +70,25 @@ def reference_records(ds, device_key: str, programs: int, seed: int = 0,
 def time_stored(run, scripts: list[str], target_json: str, order=None):
     """Latency (s) of each stored program (TVMScript) timed now by the open runner `run` (an `IsolatedRunner`), in
     `order` (default: as given), `run.slots` at a time; NaN where the program did not run ok."""
-    import numpy as np
     import tvm
     import tvm.script
 
     from .._tvm.util import load_x86_intrinsics
 
     load_x86_intrinsics()
-    mods = [tvm.ir.save_json(tvm.script.from_source(s)) for s in scripts]
-    order = list(range(len(mods))) if order is None else list(order)
-    now = np.full(len(mods), np.nan)
+    return time_modules(run, [tvm.ir.save_json(tvm.script.from_source(s)) for s in scripts], target_json, order)
+
+
+def time_modules(run, mod_jsons: list[str], target_json: str, order=None):
+    """Latency (s) of each program (an IRModule saved with `tvm.ir.save_json`) timed now by the open runner `run`,
+    in `order` (default: as given), `run.slots` at a time; NaN where the program did not run ok."""
+    import numpy as np
+
+    order = list(range(len(mod_jsons))) if order is None else list(order)
+    now = np.full(len(mod_jsons), np.nan)
     for i in range(0, len(order), run.slots):
         b = order[i:i + run.slots]
-        for j, r in zip(b, run.run_batch([mods[j] for j in b], target_json)):
+        for j, r in zip(b, run.run_batch([mod_jsons[j] for j in b], target_json)):
             if r["status"] == "ok":
                 now[j] = r["latency_s"]
     return now

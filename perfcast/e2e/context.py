@@ -61,9 +61,25 @@ class ContextFit:
     cap_bytes: float  # math.inf: no cap
     overhead_s: float
     kernels: int  # samples it was fitted on
-    networks: tuple  # "network/schedules" of the samples
-    fit_error: float  # time-weighted mean relative error of the fit on its own samples
+    networks: tuple  # `run_name` of the samples: "network/schedule kind"
+    fit_error: float  # mean |relative error| of the fitted networks' totals under this fit
     fitted_at: str
+
+    def to_json(self) -> dict:
+        """A JSON-safe dict (JSON has no infinity: no cap is null)."""
+        return {**asdict(self), "networks": list(self.networks),
+                "cap_bytes": None if math.isinf(self.cap_bytes) else self.cap_bytes}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "ContextFit":
+        return cls(**{**d, "networks": tuple(d["networks"]),
+                      "cap_bytes": math.inf if d["cap_bytes"] is None else d["cap_bytes"]})
+
+    def describe(self) -> str:
+        """The fitted formula in one line."""
+        cap = "" if math.isinf(self.cap_bytes) else f" up to {self.cap_bytes / 2**20:.3g} MiB"
+        return (f"{self.scale:.3f} x alone + {self.s_per_byte * 1e12:.3g} ps per argument byte{cap} + "
+                f"{self.overhead_s * 1e6:.2f} us per call")
 
     def duration_s(self, isolated_s, io_bytes):
         """The kernel's time inside a network, before the dispatch gap (arrays or floats)."""
@@ -77,14 +93,9 @@ class ContextFit:
 def io_bytes(func) -> int:
     """Bytes of a PrimFunc's buffer arguments (what a call reads and writes at least once)."""
     from .._tvm.util import arg_shapes
+    from .memory import _dtype_bytes
 
-    total = 0
-    for shape, dtype in arg_shapes(func):
-        import tvm
-
-        total += int(np.prod(shape, dtype=np.int64)) * ((tvm.DataType(dtype).bits * tvm.DataType(dtype).lanes + 7)
-                                                         // 8)
-    return total
+    return sum(int(np.prod(shape, dtype=np.int64)) * _dtype_bytes(dtype) for shape, dtype in arg_shapes(func))
 
 
 def run_name(s: ContextSample) -> str:
@@ -121,7 +132,8 @@ def _network_errors(fit: "ContextFit", samples: list[ContextSample]) -> dict:
     out: dict = {}
     for s in samples:
         p, m = out.get(run_name(s), (0.0, 0.0))
-        out[run_name(s)] = (p + s.calls * float(fit.in_network_s(s.isolated_s, s.io_bytes)), m + s.calls * s.in_network_s)
+        out[run_name(s)] = (p + s.calls * float(fit.in_network_s(s.isolated_s, s.io_bytes)),
+                            m + s.calls * s.in_network_s)
     return {k: p / m - 1 for k, (p, m) in out.items()}
 
 
@@ -166,6 +178,7 @@ def measure_context(network: str, schedules: str = "default", device: str = "loc
     add up to the network's own measured time (the time evaluator's, without hooks; `measure_network`)."""
     import tvm
 
+    from ..collect.calibrate import time_modules
     from ..collect.collector import build_workers
     from ..collect.load import own_cpus
     from ..collect.measure import MeasureConfig
@@ -178,13 +191,8 @@ def measure_context(network: str, schedules: str = "default", device: str = "loc
         raise PerfcastError(f"measuring the in-network context runs on this machine; {spec.device_id!r} is remote")
     low = lower_network(network, batch_size, spec, schedules, input_shape)
     order = list(low.programs)
-    iso = np.full(len(order), np.nan)
     with IsolatedRunner(spec.threads, MeasureConfig(), workers=build_workers(own_cpus())) as run:
-        mods = [tvm.ir.save_json(low.programs[k]) for k in order]
-        for i in range(0, len(order), run.slots):
-            for j, r in zip(range(i, i + run.slots), run.run_batch(mods[i:i + run.slots], spec.target_json)):
-                if r["status"] == "ok":
-                    iso[j] = r["latency_s"]
+        iso = time_modules(run, [tvm.ir.save_json(low.programs[k]) for k in order], spec.target_json)
     net = measure_network(network, batch_size, spec, input_shape, repeats, fused=low.applied)
     per_name = net["measured_kernels_s"]
     inside = {}
@@ -216,12 +224,15 @@ def load_context(path: str | Path | None = None) -> dict[str, ContextFit]:
     except (OSError, ValueError) as e:
         raise PerfcastError(f"{str(p)!r} is not a context file ({e}); write one with `perfcast context NETWORK ... "
                             "--out FILE`") from None
-    if d.get("version") != CONTEXT_VERSION:
-        raise PerfcastError(f"{str(p)!r} has context version {d.get('version')!r}, this perfcast reads "
+    version = d.get("version") if isinstance(d, dict) else None
+    if version != CONTEXT_VERSION:
+        raise PerfcastError(f"{str(p)!r} has context version {version!r}, this perfcast reads "
                             f"{CONTEXT_VERSION}; fit it again with `perfcast context NETWORK ... --out FILE`")
-    return {k: ContextFit(**{**v, "networks": tuple(v["networks"]),
-                             "cap_bytes": math.inf if v["cap_bytes"] is None else v["cap_bytes"]})
-            for k, v in d["fits"].items()}
+    try:
+        return {k: ContextFit.from_json(v) for k, v in d["fits"].items()}
+    except (KeyError, TypeError, AttributeError) as e:
+        raise PerfcastError(f"{str(p)!r} is not a context file (bad fit: {e!r}); fit it again with `perfcast "
+                            "context NETWORK ... --out FILE`") from None
 
 
 def save_context(fit: ContextFit, path: str | Path) -> Path:
@@ -231,9 +242,8 @@ def save_context(fit: ContextFit, path: str | Path) -> Path:
     fits[fit.device_key] = fit
     p.parent.mkdir(parents=True, exist_ok=True)
     tmp = p.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"version": CONTEXT_VERSION, "fits": {
-        k: {**asdict(v), "networks": list(v.networks), "cap_bytes": None if math.isinf(v.cap_bytes) else v.cap_bytes}
-        for k, v in sorted(fits.items())}}, indent=1))  # JSON has no infinity: no cap is null
+    tmp.write_text(json.dumps({"version": CONTEXT_VERSION,
+                               "fits": {k: v.to_json() for k, v in sorted(fits.items())}}, indent=1))
     tmp.replace(p)
     return p
 

@@ -14,7 +14,6 @@ times `main` with TVM's time evaluator (burn-in, repeats, median), the protocol 
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass
 
@@ -99,10 +98,7 @@ def predict_network(network: str, batch_size: int = 1, device: str = "local", mo
     if speed_ratio is not None:
         out["speed_ratio"], out["uncalibrated_predicted_s"] = float(speed_ratio), float(uncalibrated.total_s)
     out["isolated_predicted_s"] = float(sum(alone[k] * calls[k] for k in order))
-    out["context"] = None if fit is None else {"device_key": fit.device_key, "scale": fit.scale,
-                                               "s_per_byte": fit.s_per_byte, "overhead_s": fit.overhead_s,
-                                               "cap_bytes": None if math.isinf(fit.cap_bytes) else fit.cap_bytes,
-                                               "fitted_on": list(fit.networks)}
+    out["context"] = None if fit is None else {**fit.to_json(), "formula": fit.describe()}
     out["memory"] = low.memory.to_dict()
     if lw_info:
         lw_s = sum(k["total_predicted_s"] for k in kernels if k["method"] == "layerwise")
