@@ -97,10 +97,16 @@ def test_parallel_builds_time_one_program_at_a_time(matmul64, target_json):
         assert ok2["status"] == "ok" and hung["status"] == "timeout" and "exceeded 3 s" in hung["error"]
         assert calls[1] == ["ok", "timeout"]
         assert runner.restarts == 2
-        # same program, two timings in different workers: the same latency within the timer's noise
-        a, b = runner.run_batch([good, good], target_json)
-        assert a["status"] == b["status"] == "ok"
-        assert abs(a["latency_s"] / b["latency_s"] - 1) < 0.5
+        # same program, two timings in different workers: the same latency within the timer's noise. Each is the
+        # lowest of three batches, as measurement protocol 2 labels a program: this shared host runs up to 2x slow
+        # for seconds at a time (README, Measurement protocol), which one batch of this 1-round config can catch
+        ta, tb = [], []
+        for _ in range(3):
+            a, b = runner.run_batch([good, good], target_json)
+            assert a["status"] == b["status"] == "ok"
+            ta.append(a["latency_s"])
+            tb.append(b["latency_s"])
+        assert abs(min(ta) / min(tb) - 1) < 0.5
         with pytest.raises(ValueError, match="3 programs for 2 slots"):
             runner.run_batch([good] * 3, target_json)
 
