@@ -11,10 +11,13 @@ stored programs of this machine just before each network (`perfcast.collect.cali
 by today's speed ratio; the uncalibrated error is printed beside. When the bundled in-network context file has a fit
 for this machine (`perfcast.e2e.context`, `bench/context.py`), predictions are the kernels' in-network times and the
 error of the kernels' isolated predictions alone is printed beside; `--no-context` sums the isolated predictions.
+`--compare DIR` (repeatable) predicts the same compiled network with another model (e.g. the bundled one before a
+retraining), with the same speed ratio, against the same measurement: the host's speed drifts between runs, so two
+models are only comparable this way.
 
     python bench/e2e.py [--networks resnet50,mobilenet_v2,bert_tiny] [--schedules default,tuned]
                         [--tuned-dir runs/e2e-tuned] [--trials 16xTASKS] [--model DIR]
-                        [--layerwise-model DIR] [--calibrate] [--no-context] [--json]
+                        [--layerwise-model DIR] [--calibrate] [--no-context] [--compare DIR] [--json]
 
 Keep the machine quiet: it measures (and tunes).
 """
@@ -37,6 +40,8 @@ def main() -> None:
     ap.add_argument("--layerwise-model", default=None)
     ap.add_argument("--calibrate", action="store_true", help="scale by today's speed ratio, measured per network")
     ap.add_argument("--no-context", action="store_true", help="sum the kernels' isolated predictions")
+    ap.add_argument("--compare", action="append", default=[],
+                    help="another model directory, scored on the same measurements (repeatable)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
 
@@ -73,6 +78,11 @@ def main() -> None:
             if ratio is not None:
                 o["speed_ratio"] = ratio
                 o["uncalibrated_error"] = r["uncalibrated_predicted_s"] / r["measured_s"] - 1
+            o["compare"] = {}
+            for cm in a.compare:
+                c = predict_network(net, a.batch_size, "local", cm, schedules=spec, speed_ratio=ratio,
+                                    context=not a.no_context)
+                o["compare"][cm] = {"predicted_s": c["predicted_s"], "error": c["predicted_s"] / r["measured_s"] - 1}
             if sched == "default":
                 try:
                     lw = predict_network(net, a.batch_size, "local", a.model, schedules=spec, method="layerwise",
@@ -96,6 +106,9 @@ def main() -> None:
                 if ratio is not None:
                     print(f"{'':22s} speed ratio today {ratio:.3f}; uncalibrated error {o['uncalibrated_error']:+.1%}",
                           flush=True)
+                for cm, c in o["compare"].items():
+                    print(f"{'':22s} --compare {cm}: predicted {c['predicted_s'] * 1e3:9.2f} ms, error "
+                          f"{c['error']:+.1%}", flush=True)
                 if "layerwise_skipped" in o:
                     print(f"{'':22s} layerwise: skipped ({o['layerwise_skipped'].split(';')[0]})", flush=True)
                 if "layerwise" in o:
@@ -120,6 +133,9 @@ def main() -> None:
         if a.calibrate:
             un = [abs(o["uncalibrated_error"]) for o in out.values()]
             print(f"uncalibrated: mean |error| {sum(un) / len(un):.1%}")
+        for cm in a.compare:
+            ce = [abs(o["compare"][cm]["error"]) for o in out.values()]
+            print(f"--compare {cm}: mean |error| {sum(ce) / len(ce):.1%}")
         if lw_errs:
             print(f"layerwise method: mean |error| {sum(lw_errs) / len(lw_errs):.1%} over {len(lw_errs)} networks "
                   "(default schedules)")

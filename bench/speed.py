@@ -1,5 +1,5 @@
 """Speed of `cdmpp` and `xgb` on this machine: training throughput and the latency of predicting 512 programs; and
-the prediction latency of the bundled model (an ensemble of cdmpp and mlp, loaded as shipped).
+the prediction latency of the bundled model (an ensemble of cdmpp, mlp and lgbm, loaded as shipped).
 
     python bench/speed.py [--programs 512] [--epochs 5] [--json]
 

@@ -7,9 +7,10 @@ data has only since the zoo's M5 audio net joined it, with other shapes) and a w
 exported with `torch.onnx.export`, then predicted and measured
 through `perfcast.e2e.predict_network` exactly as the CLI does.
 
-    python bench/unseen_onnx.py [--model DIR] [--method kernel|layerwise] [--json]
+    python bench/unseen_onnx.py [--model DIR] [--compare DIR] [--method kernel|layerwise] [--json]
 
-Prints one line per network (predicted, measured, error) and the mean |error|. Keep the machine quiet: it measures.
+Prints one line per network (predicted, measured, error) and the mean |error|; `--compare DIR` (repeatable) scores
+another model against the same measurements (the host's speed drifts between runs). Keep the machine quiet: it measures.
 """
 
 from __future__ import annotations
@@ -78,6 +79,8 @@ def _networks():
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default=None, help="cost model directory (default: bundled)")
+    ap.add_argument("--compare", action="append", default=[],
+                    help="another cost model directory, scored on the same measurements (repeatable)")
     ap.add_argument("--method", default="kernel", choices=["kernel", "layerwise"])
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
@@ -95,16 +98,28 @@ def main() -> None:
             r = predict_network(path, 1, "local", a.model, measure=True, method=a.method)
             rows.append({"network": name, "predicted_s": r["predicted_s"], "measured_s": r["measured_s"],
                          "error": r["predicted_s"] / r["measured_s"] - 1, "kernels": len(r["kernels"])})
+            rows[-1]["compare"] = {}
+            for cm in a.compare:
+                c = predict_network(path, 1, "local", cm, method=a.method)["predicted_s"]
+                rows[-1]["compare"][cm] = {"predicted_s": c, "error": c / r["measured_s"] - 1}
             if not a.json:
                 x = rows[-1]
+                cmp = "".join(f"  ({cm}: {100 * c['error']:+6.1f}%)" for cm, c in x["compare"].items())
                 print(f"{name:11s} {x['kernels']:3d} kernels  predicted {1e3 * x['predicted_s']:9.2f} ms  measured "
-                      f"{1e3 * x['measured_s']:9.2f} ms  error {100 * x['error']:+6.1f}%")
+                      f"{1e3 * x['measured_s']:9.2f} ms  error {100 * x['error']:+6.1f}%{cmp}")
     mean = sum(abs(x["error"]) for x in rows) / len(rows)
     within = sum(abs(x["error"]) <= 0.2 for x in rows)
+    res = {"networks": rows, "mean_abs_error": mean, "within_20pct": within}
+    res["compare"] = {cm: {"mean_abs_error": sum(abs(x["compare"][cm]["error"]) for x in rows) / len(rows),
+                           "within_20pct": sum(abs(x["compare"][cm]["error"]) <= 0.2 for x in rows)}
+                      for cm in a.compare}
     if a.json:
-        print(json.dumps({"networks": rows, "mean_abs_error": mean, "within_20pct": within}, indent=1))
+        print(json.dumps(res, indent=1))
     else:
         print(f"mean |error| {100 * mean:.1f}% ; {within}/{len(rows)} networks within 20 % (method {a.method})")
+        for cm, c in res["compare"].items():
+            print(f"--compare {cm}: mean |error| {100 * c['mean_abs_error']:.1f}% ; {c['within_20pct']}/{len(rows)} "
+                  "within 20 %")
 
 
 if __name__ == "__main__":

@@ -144,13 +144,34 @@ def test_mtl_moves_the_siamese_network_by_momentum(two_cpus):
     assert 0 < d_slow < d_fast
 
 
-def test_methods_need_a_neural_model_and_target_data(two_cpus):
-    from perfcast.models import get_model
+@pytest.mark.parametrize("name,params", [("xgb", {}), ("lgbm", {"features": "program", "target_scale": "work"})])
+def test_tree_models_adapt_by_continued_boosting(name, params, two_cpus, tmp_path):
+    """A tree model (alone or as an ensemble member) is adapted by boosting more trees on the target's residuals:
+    its first trees and target transform stay (the base model is untouched), its target error falls, and the
+    adapted model round-trips through save/load."""
+    from perfcast.models import get_model, load_model
 
     base, X, y, src, tgt = two_cpus
-    xgb = get_model("xgb", n_estimators=5, threads=1).fit(X.take(src), y[src])
-    with pytest.raises(PerfcastError, match="adapts the neural cost models .* the model is 'xgb'"):
-        get_method("finetune").adapt(xgb, X.take(tgt), y[tgt])
+    trees = get_model(name, n_estimators=60, threads=1, **params).fit(X.take(src), y[src])
+    before = trees.predict(X.take(tgt))
+    m = get_method("cmd", val_frac=0.0, seed=0, tree_rounds=40).adapt(trees, X.take(tgt), y[tgt],
+                                                                       X.take(src), y[src])
+    np.testing.assert_array_equal(trees.predict(X.take(tgt)), before)
+    err0, err1 = (np.mean(np.abs(p - y[tgt]) / y[tgt]) for p in (before, m.predict(X.take(tgt))))
+    assert err0 > 0.15 and err1 < 0.5 * err0, (err0, err1)
+    assert m.adapt_info_ == {"method": "boosting", "rounds": 40, "n_target": len(tgt)}
+    m.save(tmp_path / name)
+    np.testing.assert_allclose(load_model(tmp_path / name).predict(X.take(tgt)), m.predict(X.take(tgt)), rtol=1e-5)
+
+
+def test_methods_need_a_trainable_model_and_target_data(two_cpus):
+    base, X, y, src, tgt = two_cpus
+
+    class Table:  # not a cost model any method can train
+        name = "table"
+
+    with pytest.raises(PerfcastError, match="adapts the neural cost models .* the model is 'table'"):
+        get_method("finetune").adapt(Table(), X.take(tgt), y[tgt])
     with pytest.raises(PerfcastError, match="no measured target programs"):
         get_method("finetune").adapt(base, X.take([]), np.zeros(0))
     with pytest.raises(PerfcastError, match="'cmd' needs records of the source devices"):

@@ -402,9 +402,40 @@ def test_default_weight_sample_weights():
 
     df = pd.DataFrame({"schedule_kind": ["default", "random", "random", "imported"]})
     np.testing.assert_array_equal(sample_weights(df, 10.0), [10.0, 1.0, 1.0, 1.0])
+    np.testing.assert_array_equal(sample_weights(df, 10.0, 3.0), [10.0, 1.0, 1.0, 3.0])
+    np.testing.assert_array_equal(sample_weights(df, 1.0, 3.0), [1.0, 1.0, 1.0, 3.0])
     assert sample_weights(df, 1.0) is None
     with pytest.raises(PerfcastError, match=r"default weight 0\.0 must be a positive number"):
         sample_weights(df, 0.0)
+    with pytest.raises(PerfcastError, match=r"searched weight -1\.0 must be a positive number \(1 weighs searched"):
+        sample_weights(df, 10.0, -1.0)
+
+
+def test_program_matrix_pools_stores_and_leaves_by_hand():
+    """`features="program"`: [per-store sum, max | leaf sum, max, min | n stores, n leaves | analytic | device]."""
+    from perfcast.features.cache import LEAF_DIM, ProgramFeatures
+    from perfcast.features.per_store import N_PER_STORE
+    from perfcast.models.gbdt import program_matrix
+
+    st = np.zeros((2, N_PER_STORE), np.float32)
+    st[0, 0], st[1, 0], st[1, 5] = 1.0, 3.0, 2.0
+    lv = np.zeros((3, LEAF_DIM), np.float32)
+    lv[:, 1] = [4.0, -1.0, 2.0]
+    X = ProgramFeatures([lv], [np.arange(3)], [st], np.full((1, 19), 0.5, np.float32), np.full((1, 11), 7.0, np.float32))
+    A = program_matrix(X, use_device=True)
+    assert A.shape == (1, 2 * N_PER_STORE + 3 * LEAF_DIM + 2 + 19 + 11)
+    row, o = A[0], 2 * N_PER_STORE
+    assert (row[0], row[5], row[N_PER_STORE], row[N_PER_STORE + 5]) == (4.0, 2.0, 3.0, 2.0)  # sum, max of stores
+    assert (row[o + 1], row[o + LEAF_DIM + 1], row[o + 2 * LEAF_DIM + 1]) == (5.0, 4.0, -1.0)  # leaf sum, max, min
+    assert tuple(row[o + 3 * LEAF_DIM:o + 3 * LEAF_DIM + 2]) == (2, 3)
+    assert np.count_nonzero(row[:o + 3 * LEAF_DIM]) == 7
+    assert (row[-30:-11] == 0.5).all() and (row[-11:] == 7.0).all()
+    assert program_matrix(X).shape == (1, A.shape[1] - 11)  # without the device vector
+
+
+def test_unknown_tree_feature_set():
+    with pytest.raises(UnknownNameError, match=r"unknown feature set 'ast'; known: per_store, program"):
+        get_model("lgbm", features="ast")
 
 
 # ------------------------------------------------------------------------------------------------------ cdmpp
@@ -631,3 +662,16 @@ def test_rank_term_pairs_programs_of_one_task(mlp_data):
     with pytest.raises(PerfcastError, match=r"rank_lambda=1\.0 needs the programs' task labels: pass fit\(\.\.\., "
                                             r"groups=\.\.\.\)"):
         get_model("cdmpp", **CDMPP, rank_lambda=1.0).fit(X.take(tr), y[tr])
+
+
+def test_bundled_model_ships_three_members_within_the_size_limit():
+    """The bundled model is the default ensemble (cdmpp, mlp, lgbm on the program vector) and stays <= 20 MB (issue 3:
+    it ships in the package)."""
+    from perfcast import paths
+
+    root = paths.bundled_model_dir()
+    size = sum(f.stat().st_size for f in root.rglob("*") if f.is_file())
+    assert size <= 20 * 10**6, size
+    m = load_model(root)
+    assert [mm.name for mm in m.members_] == ["cdmpp", "mlp", "lgbm"]
+    assert m.members_[2].params["features"] == "program" and m.members_[2].params["target_scale"] == "work"

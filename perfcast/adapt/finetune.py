@@ -2,6 +2,9 @@
 programs - the plain transfer-learning baseline (Tenset's and CDMPP §7.4's "fine-tuning"), and the loop the other
 methods (`cmd`, `mtl`, `lottery`) extend through four hooks.
 
+A tree model (`xgb`, `lgbm`, or an ensemble's tree member) is adapted the trees' way by every method: up to
+`tree_rounds` more trees boosted on the target programs' residuals (`_GBDT.boosted`), early-stopped the same way.
+
 The loop: AdamW at lr 2e-4 (a tenth of cdmpp's), the model's own loss (e.g. MSE + MAPE on Box-Cox targets,
 with the base model's fitted target transform and input normalizers kept), early stopping on the MAPE of a
 `val_frac` share of the target programs (none when there are fewer than 5), the best weights kept.
@@ -16,7 +19,8 @@ import numpy as np
 from ..errors import PerfcastError
 from .base import Method, register_method
 
-DEFAULTS = dict(epochs=40, lr=2e-4, batch_size=64, val_frac=0.2, patience=8, seed=0, max_source=2000)
+DEFAULTS = dict(epochs=40, lr=2e-4, batch_size=64, val_frac=0.2, patience=8, seed=0, max_source=2000,
+                tree_rounds=100)
 
 
 @register_method
@@ -44,15 +48,16 @@ class FineTune(Method):
     def check_model(self, model) -> None:
         from ..models._torch import TorchCostModel
         from ..models.ensemble import EnsembleModel
+        from ..models.gbdt import _GBDT
 
         if isinstance(model, EnsembleModel):  # every member is adapted
             for mm in model.members_:
                 self.check_model(mm)
             return
-        if not isinstance(model, TorchCostModel):
-            raise PerfcastError(f"adaptation method {self.name!r} adapts the neural cost models (cdmpp, mlp and "
-                                f"ensembles of them); the model is {model.name!r}: pass --model a cdmpp, mlp or "
-                                "ensemble model directory")
+        if not isinstance(model, (TorchCostModel, _GBDT)):
+            raise PerfcastError(f"adaptation method {self.name!r} adapts the neural cost models (cdmpp, mlp), the "
+                                f"tree models (xgb, lgbm) and ensembles of them; the model is {model.name!r}: pass "
+                                "--model a directory of one of those")
 
     # ---- the loop ----------------------------------------------------------------------------------------------
     def adapt(self, model, X_tgt, y_tgt, X_src=None, y_src=None):
@@ -70,6 +75,9 @@ class FineTune(Method):
             out = model.with_members(adapted)
             out.adapt_info_ = {"method": self.name, "members": [mm.adapt_info_ for mm in adapted]}
             return out
+        if not hasattr(model, "net_"):  # a tree model: continued boosting, whichever method (they act on weights)
+            p = {**DEFAULTS, **self.params}
+            return model.boosted(X_tgt, y_tgt, rounds=p["tree_rounds"], val_frac=p["val_frac"], seed=p["seed"])
         p = {**DEFAULTS, **self.params}
         unknown = set(p) - set(DEFAULTS) - set(getattr(self, "EXTRA", {}))
         if unknown:

@@ -84,6 +84,10 @@ def train(
     default_weight: Optional[float] = typer.Option(None, help="loss weight of a TVM default kernel relative to a "
                                                               "random schedule (default 10; 1: all alike; more "
                                                               "favours whole networks compiled without tuning)"),
+    searched_weight: Optional[float] = typer.Option(None, help="loss weight of a program a meta-schedule search "
+                                                               "found (records imported from tuning databases) "
+                                                               "relative to a random schedule (default 1; more "
+                                                               "favours networks compiled with --schedules tuned)"),
     min_protocol: int = typer.Option(0, help="use only records timed under this measurement protocol or newer "
                                              "(2: launcher pinned, best of 3 rounds; see `perfcast data summary`)"),
     eval_min_protocol: int = typer.Option(0, help="by_network: train on every record but validate and test on "
@@ -95,7 +99,7 @@ def train(
     sp = {k: v for k, v in (("test_networks", test_networks), ("test_device", test_device),
                             ("eval_min_protocol", eval_min_protocol)) if v}
     r = run(data, model, split, out, _parse_params(param), sp, seed, progress=not json_out,
-            default_weight=default_weight, min_protocol=min_protocol)
+            default_weight=default_weight, min_protocol=min_protocol, searched_weight=searched_weight)
     res = {**_public(r), model: r["test"]}
     res.pop("test")
     if json_out:

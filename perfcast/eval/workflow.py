@@ -22,6 +22,8 @@ from .splits import get_split
 HELD_OUT = ("resnet50", "mobilenet_v2", "bert_tiny")
 # loss weight of a TVM default-pipeline kernel relative to a random schedule (see `train`; its effect: README, Models)
 DEFAULT_WEIGHT = 10.0
+# loss weight of a program a meta-schedule search found (imported from a tuning database) relative to a random one
+SEARCHED_WEIGHT = 1.0
 
 
 def load_data(data=None, device: str | None = None, progress: bool = True, min_protocol: int = 0):
@@ -65,7 +67,8 @@ def scores(df, y, pred, idx, networks=None) -> dict:
 
 def train(data=None, model: str = "cdmpp", split: str = "by_network", out=None, params: dict | None = None,
           split_params: dict | None = None, seed: int = 0, progress: bool = True, loaded=None,
-          transductive: bool = False, default_weight: float | None = None, min_protocol: int = 0) -> dict:
+          transductive: bool = False, default_weight: float | None = None, min_protocol: int = 0,
+          searched_weight: float | None = None) -> dict:
     """Fit `model` on the split's training part (validation part for early stopping), score it on the test part,
     save it to `out` (when given). Returns {"model", "split", "sizes", "test": scores, "path"}.
 
@@ -76,7 +79,8 @@ def train(data=None, model: str = "cdmpp", split: str = "by_network", out=None, 
     `default_weight` weighs each TVM default-pipeline kernel in the training loss that many times a random
     schedule (`sample_weights`): a network compiled without tuning runs exactly those kernels, one per task among
     ~100 random schedules, so at weight 1 the loss hardly sees them (7 % of the bundled training records).
-    None: `DEFAULT_WEIGHT`. `min_protocol` trains and tests on records of that measurement protocol or newer only
+    None: `DEFAULT_WEIGHT`. `searched_weight` does the same for the programs a meta-schedule search found (records
+    imported from tuning databases; a tuned network runs each task's best one); None: `SEARCHED_WEIGHT`. `min_protocol` trains and tests on records of that measurement protocol or newer only
     (the model remembers it, so `evaluate` scores it on the same records)."""
     from ..models import get_model
 
@@ -85,11 +89,13 @@ def train(data=None, model: str = "cdmpp", split: str = "by_network", out=None, 
         params["seed"] = seed
     m = get_model(model, **params)  # a bad model name, parameter or weight fails before the data is loaded
     default_weight = DEFAULT_WEIGHT if default_weight is None else float(default_weight)
+    searched_weight = SEARCHED_WEIGHT if searched_weight is None else float(searched_weight)
     check_default_weight(default_weight)
+    check_default_weight(searched_weight, "searched")
     ds, df, X = loaded if loaded is not None else load_data(data, progress=progress, min_protocol=min_protocol)
     sp = make_split(df, split, seed, split_params)
     y = df["latency_s"].to_numpy()
-    w = sample_weights(df.iloc[sp.train], default_weight)
+    w = sample_weights(df.iloc[sp.train], default_weight, searched_weight)
     m.fit(X.take(sp.train), y[sp.train], X.take(sp.val), y[sp.val],
           X_target=X.take(sp.test) if transductive else None, sample_weight=w,
           groups=rank_groups(df.iloc[sp.train]))
@@ -100,6 +106,7 @@ def train(data=None, model: str = "cdmpp", split: str = "by_network", out=None, 
                "data_is_bundled": Path(ds.root).resolve() == paths.bundled_dataset_dir().resolve(),
                "split": result["split"], "test_mape": result["test"]["overall"]["mape"],
                "transductive": transductive, "default_weight": float(default_weight),
+               "searched_weight": float(searched_weight),
                "min_protocol": int(min_protocol),
                "train_devices": train_devices(df, sp.train)}
     if out is not None:
@@ -108,19 +115,23 @@ def train(data=None, model: str = "cdmpp", split: str = "by_network", out=None, 
     return result
 
 
-def check_default_weight(default_weight: float) -> None:
-    if not np.isfinite(default_weight) or default_weight <= 0:
-        raise PerfcastError(f"default weight {default_weight!r} must be a positive number (1 weighs default kernels "
-                            "like any other schedule)")
+def check_default_weight(weight: float, kind: str = "default") -> None:
+    if not np.isfinite(weight) or weight <= 0:
+        what = "default kernels" if kind == "default" else "searched programs"
+        raise PerfcastError(f"{kind} weight {weight!r} must be a positive number (1 weighs {what} like any other "
+                            "schedule)")
 
 
-def sample_weights(df, default_weight: float = 1.0):
-    """(n,) training weights of the records in `df`: `default_weight` for TVM default-pipeline kernels, 1 for every
-    other schedule; None when all weights are 1."""
+def sample_weights(df, default_weight: float = 1.0, searched_weight: float = 1.0):
+    """(n,) training weights of the records in `df`: `default_weight` for TVM default-pipeline kernels,
+    `searched_weight` for programs imported from meta-schedule tuning databases, 1 for random schedules; None when
+    all weights are 1."""
     check_default_weight(default_weight)
-    if default_weight == 1.0:
+    check_default_weight(searched_weight, "searched")
+    if default_weight == 1.0 and searched_weight == 1.0:
         return None
-    return np.where(df["schedule_kind"].to_numpy() == "default", float(default_weight), 1.0)
+    kind = df["schedule_kind"].to_numpy()
+    return np.where(kind == "default", float(default_weight), np.where(kind == "imported", float(searched_weight), 1.0))
 
 
 def rank_groups(df) -> np.ndarray:
@@ -215,7 +226,8 @@ def evaluate(model=None, data=None, split: str | None = None, split_params: dict
     preds = {"_rows": df.iloc[sp.test], m.name: m.predict(Xt)}
     nets = sp.params.get("test_networks")
     out[m.name] = scores(df, y, preds[m.name], sp.test, nets)
-    w = sample_weights(df.iloc[sp.train], float(info.get("default_weight", 1.0)))  # the model's own recipe
+    w = sample_weights(df.iloc[sp.train], float(info.get("default_weight", 1.0)),
+                       float(info.get("searched_weight", 1.0)))  # the model's own recipe
     g = rank_groups(df.iloc[sp.train])
     for b in baselines:
         key = b if b != m.name else f"{b}_baseline"

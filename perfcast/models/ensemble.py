@@ -7,15 +7,18 @@ parameters, and predict on their own; the ensemble returns exp(mean(log predicti
 over-predicts a program by 3x from outweighing one that is right (an arithmetic mean is pulled towards the larger
 value, which is what MAPE punishes most).
 
-The default members are the two neural models, whose errors differ on held-out networks: `cdmpp` with the
-analytic features (compact AST) and `mlp` (TVM's per-store features). On the `by_network` split the pair's kernel
-MAPE is below either member's (README, `bench/accuracy.py`). An `mlp` regressing latency per unit of static work
-(`target_scale=work`) as the second member gave a slightly lower kernel MAPE but under-predicted whole networks
-(it is too optimistic about the largest kernels), so it is not the default.
+The default members are two neural models and a tree model, whose errors differ on held-out networks: `cdmpp`
+with the analytic features (compact AST), `mlp` (TVM's per-store features) and `lgbm` on the pooled program vector
+(`features="program"`: per-store and compact-AST rows pooled, plus the analytic features) regressing latency per
+unit of static work (`target_scale=work`). On the `by_network` split the three's kernel MAPE is below any member's
+and below the two neural members' (README, Models). An `mlp` regressing latency per unit of work as the second
+member gave a slightly lower kernel MAPE but under-predicted whole networks (it is too optimistic about the largest
+kernels), so it is not a member.
 
 `members` is a list of [model name, {parameters}] pairs (`--param 'members=[["cdmpp",{}],["xgb",{}]]'`); `seed` and
 `threads` are passed on to members that do not set them. `latent(X)` concatenates the neural members' latents
-(adaptation's KMeans sampler and the latent plot use it); `perfcast adapt` adapts each member (all must be neural).
+(adaptation's KMeans sampler and the latent plot use it); `perfcast adapt` adapts each member (the neural ones by
+the chosen method, the tree ones by continued boosting).
 A saved ensemble is a directory with one saved model per member (`member0/`, `member1/`, ...).
 """
 
@@ -28,7 +31,8 @@ import numpy as np
 from ..errors import PerfcastError
 from .base import CostModel, get_model, list_models, load_model, register
 
-DEFAULT_MEMBERS = [["cdmpp", {"use_analytic": True}], ["mlp", {}]]
+DEFAULT_MEMBERS = [["cdmpp", {"use_analytic": True}], ["mlp", {}],
+                   ["lgbm", {"features": "program", "target_scale": "work"}]]
 ENSEMBLE_DEFAULTS = dict(members=DEFAULT_MEMBERS, seed=0, threads=0)
 
 

@@ -6,15 +6,22 @@ vector (CDMPP §4.3) is appended, so that on a multi-device dataset the baseline
 one cost model per device, which amounts to the same). The trees regress a transformed latency (`target`,
 default log, the scale on which boosted trees fit latencies spanning decades best); squared error; early stopping
 on the validation set when one is given.
+
+`features="program"` (a perfcast extension) gives the trees a wider program vector instead: the per-store features
+summed *and* their maximum over stores, the compact-AST leaf vectors (`compact_ast`) summed, maximum and minimum
+over leaves, the store and leaf counts, and the program-level `analytic` features (`program_matrix`). The sum alone
+cannot tell one heavy store from several light ones, and the compact AST's memory-access and cache columns are
+what the per-store set lacks. With `target_scale=work` this is the third member of the bundled `ensemble`.
 """
 
 from __future__ import annotations
 
+import gzip
 from pathlib import Path
 
 import numpy as np
 
-from ..errors import PerfcastError
+from ..errors import PerfcastError, UnknownNameError
 from .base import CostModel, register
 from .targets import TargetTransform
 
@@ -26,8 +33,31 @@ def store_matrix(X, use_device: bool = False) -> np.ndarray:
     return np.hstack([A, np.asarray(X.device, np.float32).reshape(len(A), -1)]) if use_device else A
 
 
+def program_matrix(X, use_device: bool = False) -> np.ndarray:
+    """(n, 2 * 164 + 3 * 48 + 2 + 19 [+ 11]) for `features="program"`: per program, the per-store
+    features summed and their maximum over stores, the compact-AST leaf vectors summed, maximum and minimum over
+    leaves, the number of stores and of leaves, the analytic features [, the device vector]."""
+    from ..features.cache import LEAF_DIM
+    from ..features.per_store import N_PER_STORE
+
+    def pooled(a, width, ops):
+        a = np.asarray(a, np.float32).reshape(-1, width)
+        return [op(a, axis=0) if len(a) else np.zeros(width, np.float32) for op in ops]
+
+    rows = [np.concatenate([*pooled(st, N_PER_STORE, (np.sum, np.max)),
+                            *pooled(lv, LEAF_DIM, (np.sum, np.max, np.min)), [len(st), len(lv)]])
+            for st, lv in zip(X.stores, X.leaves)]
+    A = np.stack(rows).astype(np.float32) if rows else np.zeros((0, 2 * N_PER_STORE + 3 * LEAF_DIM + 2), np.float32)
+    parts = [A, np.asarray(X.analytic, np.float32).reshape(len(A), -1)]
+    if use_device:
+        parts.append(np.asarray(X.device, np.float32).reshape(len(A), -1))
+    return np.hstack(parts)
+
+
+FEATURE_SETS = {"per_store": store_matrix, "program": program_matrix}
 GBDT_DEFAULTS = dict(n_estimators=2000, learning_rate=0.05, max_depth=8, subsample=0.8, colsample=0.8,
-                     early_stopping=50, target="log", target_scale="none", use_device=True, seed=0, threads=0)
+                     early_stopping=50, target="log", target_scale="none", use_device=True, features="per_store",
+                     seed=0, threads=0)
 
 
 class _GBDT(CostModel):
@@ -37,15 +67,38 @@ class _GBDT(CostModel):
             raise PerfcastError(f"unknown parameter(s) {sorted(unknown)} for model {self.name!r}; known: "
                                 f"{sorted(GBDT_DEFAULTS)}")
         super().__init__(**{**GBDT_DEFAULTS, **params})
+        if self.params["features"] not in FEATURE_SETS:
+            raise UnknownNameError("feature set", self.params["features"], list(FEATURE_SETS))
+
+    def _matrix(self, X) -> np.ndarray:
+        return FEATURE_SETS[self.params["features"]](X, self.params["use_device"])
 
     def _fit(self, X, y, X_val, y_val) -> None:
         self.target_ = TargetTransform(self.params["target"]).fit(y)
-        dev = self.params["use_device"]
-        val = None if X_val is None else (store_matrix(X_val, dev), self.target_.transform(y_val))
-        self._fit_trees(store_matrix(X, dev), self.target_.transform(y), val, getattr(self, "_sample_weight", None))
+        val = None if X_val is None else (self._matrix(X_val), self.target_.transform(y_val))
+        self.booster_ = self._train(self._matrix(X), self.target_.transform(y), val,
+                                    getattr(self, "_sample_weight", None), None)
 
     def _predict(self, X) -> np.ndarray:
-        return self.target_.inverse(self._raw_predict(store_matrix(X, self.params["use_device"])))
+        return self.target_.inverse(self._raw_predict(self._matrix(X)))
+
+    def boosted(self, X, y, rounds: int = 100, val_frac: float = 0.2, seed: int = 0) -> "_GBDT":
+        """A copy with up to `rounds` more trees fitted to the residuals of (X, y) (seconds), the trees' transfer
+        learning (continued boosting; the target transform and the existing trees are kept), early-stopped on a
+        `val_frac` share of the programs (none below 5); how `perfcast adapt` adapts a tree model or member."""
+        import copy
+
+        y = np.asarray(y, np.float64) / self.scale(X)
+        rng = np.random.default_rng(seed)
+        n_val = int(round(val_frac * len(y))) if len(y) >= 5 else 0
+        perm = rng.permutation(len(y))
+        A, z = self._matrix(X), self.target_.transform(y)
+        val = (A[perm[:n_val]], z[perm[:n_val]]) if n_val else None
+        m = copy.copy(self)
+        m.params = {**self.params, "n_estimators": int(rounds)}
+        m.booster_ = self._train(A[perm[n_val:]], z[perm[n_val:]], val, None, self.booster_)
+        m.adapt_info_ = {"method": "boosting", "rounds": int(rounds), "n_target": int(len(y))}
+        return m
 
 
 @register
@@ -54,16 +107,19 @@ class XGBModel(_GBDT):
 
     name = "xgb"
 
-    def _fit_trees(self, A, z, val, w) -> None:
+    def _train(self, A, z, val, w, init):
+        """A fitted regressor: new (init None) or `init`'s trees plus more (continued boosting)."""
         import xgboost as xgb
 
         p = self.params
-        self.booster_ = xgb.XGBRegressor(
+        booster = xgb.XGBRegressor(
             n_estimators=p["n_estimators"], learning_rate=p["learning_rate"], max_depth=p["max_depth"],
             subsample=p["subsample"], colsample_bytree=p["colsample"], random_state=p["seed"],
             n_jobs=p["threads"] or None, tree_method="hist",
             early_stopping_rounds=p["early_stopping"] if val is not None else None)
-        self.booster_.fit(A, z, sample_weight=w, eval_set=[val] if val is not None else None, verbose=False)
+        booster.fit(A, z, sample_weight=w, eval_set=[val] if val is not None else None, verbose=False,
+                    xgb_model=None if init is None else init.get_booster())
+        return booster
 
     def _raw_predict(self, A) -> np.ndarray:
         return self.booster_.predict(A)
@@ -86,7 +142,8 @@ class LGBMModel(_GBDT):
 
     name = "lgbm"
 
-    def _fit_trees(self, A, z, val, w) -> None:
+    def _train(self, A, z, val, w, init):
+        """A fitted booster: new (init None) or `init`'s trees plus more (continued boosting)."""
         import lightgbm as lgb
 
         p = self.params
@@ -95,20 +152,26 @@ class LGBMModel(_GBDT):
         params = {"objective": "regression", "learning_rate": p["learning_rate"], "max_depth": p["max_depth"],
                   "num_leaves": min(2 ** p["max_depth"] - 1, 255), "bagging_fraction": p["subsample"],
                   "bagging_freq": 1, "feature_fraction": p["colsample"], "seed": p["seed"], "verbose": -1,
-                  "num_threads": p["threads"]}
+                  "num_threads": p["threads"], "min_data_in_leaf": min(20, max(1, len(z) // 10))}
         callbacks = [lgb.early_stopping(p["early_stopping"], verbose=False)] if sets else []
-        self.booster_ = lgb.train(params, train, num_boost_round=p["n_estimators"], valid_sets=sets,
-                                  callbacks=callbacks)
+        return lgb.train(params, train, num_boost_round=p["n_estimators"], valid_sets=sets, callbacks=callbacks,
+                         init_model=init, keep_training_booster=init is not None)
 
     def _raw_predict(self, A) -> np.ndarray:
         return self.booster_.predict(A, num_iteration=self.booster_.best_iteration or None)
 
     def _save_state(self, path: Path) -> dict:
-        self.booster_.save_model(str(path / "lgbm.txt"))
-        return {"target": self.target_.to_dict(), "file": "lgbm.txt"}
+        # LightGBM's text model, gzip-compressed (a 2,000-tree model is ~13 MB of text, ~3 MB compressed)
+        text = self.booster_.model_to_string(num_iteration=self.booster_.best_iteration or None)
+        (path / "lgbm.txt.gz").write_bytes(gzip.compress(text.encode(), mtime=0))
+        return {"target": self.target_.to_dict(), "file": "lgbm.txt.gz"}
 
     def _load_state(self, path: Path, state: dict) -> None:
         import lightgbm as lgb
 
         self.target_ = TargetTransform.from_dict(state["target"])
-        self.booster_ = lgb.Booster(model_file=str(path / state["file"]))
+        f = path / state["file"]
+        if f.suffix == ".gz":
+            self.booster_ = lgb.Booster(model_str=gzip.decompress(f.read_bytes()).decode())
+        else:  # models saved before 2026-11-27
+            self.booster_ = lgb.Booster(model_file=str(f))
