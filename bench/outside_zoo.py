@@ -2,13 +2,15 @@
 
 For each operator: `ms.tune_tir` (evolutionary search with TVM's own XGBoost cost model, real measurements through
 meta-schedule's LocalRunner) writes a JSON database; `perfcast.eval.workflow.predict_records` predicts every tuning
-record; we print MAPE and Kendall τ between predicted and measured, per operator, and, as the baseline in the same
-process, the same figures for an `xgb` model trained on the same data as the model under test.
+record; we print MAPE, median error and Kendall τ between predicted and measured, per operator and model, and the
+measured time of the program each model ranks first.
 
-    python bench/outside_zoo.py [--model DIR] [--trials 64] [--ops NAME,...] [--device D] [--compare DIR] [--json]
+    python bench/outside_zoo.py [--model DIR] [--trials 64] [--ops NAME,...] [--device D] [--compare DIR]
+                                [--work DIR] [--json]
 
 `--device local:mcpu=NAME,threads=N` tunes (and predicts) for another code-generation target of this CPU;
-`--compare DIR` scores a second model (e.g. one `perfcast adapt` made for that device) on the same databases.
+`--compare DIR` (repeatable) scores another model (e.g. one `perfcast adapt` made for that device) on the same
+databases; `--work DIR` keeps the databases and reuses them on the next run (no tuning, no measuring then).
 
 Keep the machine quiet: tuning measures real kernels.
 """
@@ -87,7 +89,8 @@ def main() -> None:
     ap.add_argument("--ops", default=None, help="comma-separated subset of: batch_matmul,depthwise7x7,conv1d,rms_norm")
     ap.add_argument("--work", default=None, help="keep the tuning databases here (reused when present)")
     ap.add_argument("--device", default="local", help="device to tune and predict for")
-    ap.add_argument("--compare", default=None, help="a second model directory scored on the same databases")
+    ap.add_argument("--compare", action="append", default=[],
+                    help="another model directory scored on the same databases (repeatable)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
 
@@ -105,14 +108,12 @@ def main() -> None:
         if not os.path.exists(os.path.join(work, "database_tuning_record.json")):
             os.makedirs(work, exist_ok=True)
             tune(ops[name], work, a.trials, a.device)
-        for label, model in (("model", a.model), ("compare", a.compare)):
-            if label == "compare" and model is None:
-                continue
+        for label, model in [("model", a.model)] + [(f"compare {c}", c) for c in a.compare]:
             rows = [r for r in predict_records(work, model, a.device) if "measured_s" in r]
             p = np.array([r["predicted_s"] for r in rows])
             m = np.array([r["measured_s"] for r in rows])
             err = np.abs(p - m) / m
-            key = name if label == "model" else f"{name} (compare)"
+            key = name if label == "model" else f"{name} ({label})"
             out[key] = {"programs": len(rows), "mape": float(err.mean()), "median_error": float(np.median(err)),
                         "kendall_tau": float(kendalltau(p, m).statistic), "best_measured_s": float(m.min()),
                         "measured_of_predicted_best_s": float(m[np.argmin(p)])}
@@ -124,8 +125,8 @@ def main() -> None:
     if a.json:
         print(json.dumps(out))
     else:
-        for suffix, label in (("", "model"), (" (compare)", "compare")):
-            sel = [o for k, o in out.items() if k.endswith(" (compare)") == bool(suffix)]
+        for label in ["model"] + [f"compare {c}" for c in a.compare]:
+            sel = [o for k, o in out.items() if (k in names if label == "model" else k.endswith(f"({label})"))]
             if sel:
                 print(f"{label}: mean MAPE {np.mean([o['mape'] for o in sel]):.1%}, mean τ "
                       f"{np.mean([o['kendall_tau'] for o in sel]):.2f}")
