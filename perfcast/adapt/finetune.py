@@ -75,13 +75,12 @@ class FineTune(Method):
             out = model.with_members(adapted)
             out.adapt_info_ = {"method": self.name, "members": [mm.adapt_info_ for mm in adapted]}
             return out
-        if not hasattr(model, "net_"):  # a tree model: continued boosting, whichever method (they act on weights)
-            p = {**DEFAULTS, **self.params}
-            return model.boosted(X_tgt, y_tgt, rounds=p["tree_rounds"], val_frac=p["val_frac"], seed=p["seed"])
         p = {**DEFAULTS, **self.params}
         unknown = set(p) - set(DEFAULTS) - set(getattr(self, "EXTRA", {}))
         if unknown:
             raise PerfcastError(f"unknown parameter(s) {sorted(unknown)} for adaptation method {self.name!r}")
+        if not hasattr(model, "net_"):  # a tree model: continued boosting, whichever method (they act on weights)
+            return model.boosted(X_tgt, y_tgt, rounds=p["tree_rounds"], val_frac=p["val_frac"], seed=p["seed"])
         p = {**getattr(self, "EXTRA", {}), **p}
         self.p_ = p
         y = np.asarray(y_tgt, np.float64)

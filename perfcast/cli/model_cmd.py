@@ -86,8 +86,8 @@ def train(
                                                               "favours whole networks compiled without tuning)"),
     searched_weight: Optional[float] = typer.Option(None, help="loss weight of a program a meta-schedule search "
                                                                "found (records imported from tuning databases) "
-                                                               "relative to a random schedule (default 1; more "
-                                                               "favours networks compiled with --schedules tuned)"),
+                                                               "relative to a random schedule (default 1; 5 put "
+                                                               "held-out searches' programs further off: README)"),
     min_protocol: int = typer.Option(0, help="use only records timed under this measurement protocol or newer "
                                              "(2: launcher pinned, best of 3 rounds; see `perfcast data summary`)"),
     eval_min_protocol: int = typer.Option(0, help="by_network: train on every record but validate and test on "

@@ -80,8 +80,9 @@ def train(data=None, model: str = "cdmpp", split: str = "by_network", out=None, 
     schedule (`sample_weights`): a network compiled without tuning runs exactly those kernels, one per task among
     ~100 random schedules, so at weight 1 the loss hardly sees them (7 % of the bundled training records).
     None: `DEFAULT_WEIGHT`. `searched_weight` does the same for the programs a meta-schedule search found (records
-    imported from tuning databases; a tuned network runs each task's best one); None: `SEARCHED_WEIGHT`. `min_protocol` trains and tests on records of that measurement protocol or newer only
-    (the model remembers it, so `evaluate` scores it on the same records)."""
+    imported from tuning databases; a tuned network runs each task's best one); None: `SEARCHED_WEIGHT`.
+    `min_protocol` trains and tests on records of that measurement protocol or newer only (the model remembers it,
+    so `evaluate` scores it on the same records)."""
     from ..models import get_model
 
     params = dict(params or {})
