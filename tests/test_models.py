@@ -421,7 +421,8 @@ def test_program_matrix_pools_stores_and_leaves_by_hand():
     st[0, 0], st[1, 0], st[1, 5] = 1.0, 3.0, 2.0
     lv = np.zeros((3, LEAF_DIM), np.float32)
     lv[:, 1] = [4.0, -1.0, 2.0]
-    X = ProgramFeatures([lv], [np.arange(3)], [st], np.full((1, 19), 0.5, np.float32), np.full((1, 11), 7.0, np.float32))
+    X = ProgramFeatures([lv], [np.arange(3)], [st], np.full((1, 19), 0.5, np.float32),
+                        np.full((1, 11), 7.0, np.float32))
     A = program_matrix(X, use_device=True)
     assert A.shape == (1, 2 * N_PER_STORE + 3 * LEAF_DIM + 2 + 19 + 11)
     row, o = A[0], 2 * N_PER_STORE

@@ -65,9 +65,9 @@ class FineTune(Method):
 
         from ..eval.metrics import mape
         from ..models._torch import Groups
-        from ..models.losses import make_loss
-
         from ..models.ensemble import EnsembleModel
+        from ..models.gbdt import _GBDT
+        from ..models.losses import make_loss
 
         self.check_model(model)
         if isinstance(model, EnsembleModel):  # adapt each member on the same measurements
@@ -79,7 +79,7 @@ class FineTune(Method):
         unknown = set(p) - set(DEFAULTS) - set(getattr(self, "EXTRA", {}))
         if unknown:
             raise PerfcastError(f"unknown parameter(s) {sorted(unknown)} for adaptation method {self.name!r}")
-        if not hasattr(model, "net_"):  # a tree model: continued boosting, whichever method (they act on weights)
+        if isinstance(model, _GBDT):  # a tree model: continued boosting, whichever method (they act on weights)
             return model.boosted(X_tgt, y_tgt, rounds=p["tree_rounds"], val_frac=p["val_frac"], seed=p["seed"])
         p = {**getattr(self, "EXTRA", {}), **p}
         self.p_ = p

@@ -93,9 +93,9 @@ class ContextFit:
 def io_bytes(func) -> int:
     """Bytes of a PrimFunc's buffer arguments (what a call reads and writes at least once)."""
     from .._tvm.util import arg_shapes
-    from .memory import _dtype_bytes
+    from .memory import dtype_bytes
 
-    return sum(int(np.prod(shape, dtype=np.int64)) * _dtype_bytes(dtype) for shape, dtype in arg_shapes(func))
+    return sum(int(np.prod(shape, dtype=np.int64)) * dtype_bytes(dtype) for shape, dtype in arg_shapes(func))
 
 
 def run_name(s: ContextSample) -> str:

@@ -50,10 +50,10 @@ def tensor_bytes(ty) -> int:
     if shape is None or dtype is None:
         return 0
     dims = getattr(shape, "values", shape)
-    return int(np.prod([int(d) for d in dims], dtype=np.int64)) * _dtype_bytes(str(dtype))
+    return int(np.prod([int(d) for d in dims], dtype=np.int64)) * dtype_bytes(str(dtype))
 
 
-def _dtype_bytes(dtype: str) -> int:
+def dtype_bytes(dtype: str) -> int:
     import tvm
 
     t = tvm.runtime.DataType(dtype)
@@ -88,7 +88,7 @@ def workspace_bytes(prim_func) -> int:
 
 
 def _buffer_bytes(buf) -> int:
-    return int(np.prod([int(e) for e in buf.shape], dtype=np.int64)) * _dtype_bytes(str(buf.dtype))
+    return int(np.prod([int(e) for e in buf.shape], dtype=np.int64)) * dtype_bytes(str(buf.dtype))
 
 
 def network_memory(fused_mod) -> MemoryEstimate:

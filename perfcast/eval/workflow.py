@@ -91,8 +91,8 @@ def train(data=None, model: str = "cdmpp", split: str = "by_network", out=None, 
     m = get_model(model, **params)  # a bad model name, parameter or weight fails before the data is loaded
     default_weight = DEFAULT_WEIGHT if default_weight is None else float(default_weight)
     searched_weight = SEARCHED_WEIGHT if searched_weight is None else float(searched_weight)
-    check_default_weight(default_weight)
-    check_default_weight(searched_weight, "searched")
+    check_loss_weight(default_weight)
+    check_loss_weight(searched_weight, "searched")
     ds, df, X = loaded if loaded is not None else load_data(data, progress=progress, min_protocol=min_protocol)
     sp = make_split(df, split, seed, split_params)
     y = df["latency_s"].to_numpy()
@@ -116,7 +116,7 @@ def train(data=None, model: str = "cdmpp", split: str = "by_network", out=None, 
     return result
 
 
-def check_default_weight(weight: float, kind: str = "default") -> None:
+def check_loss_weight(weight: float, kind: str = "default") -> None:
     if not np.isfinite(weight) or weight <= 0:
         what = "default kernels" if kind == "default" else "searched programs"
         raise PerfcastError(f"{kind} weight {weight!r} must be a positive number (1 weighs {what} like any other "
@@ -127,8 +127,8 @@ def sample_weights(df, default_weight: float = 1.0, searched_weight: float = 1.0
     """(n,) training weights of the records in `df`: `default_weight` for TVM default-pipeline kernels,
     `searched_weight` for programs imported from meta-schedule tuning databases, 1 for random schedules; None when
     all weights are 1."""
-    check_default_weight(default_weight)
-    check_default_weight(searched_weight, "searched")
+    check_loss_weight(default_weight)
+    check_loss_weight(searched_weight, "searched")
     if default_weight == 1.0 and searched_weight == 1.0:
         return None
     kind = df["schedule_kind"].to_numpy()

@@ -152,7 +152,9 @@ class LGBMModel(_GBDT):
         params = {"objective": "regression", "learning_rate": p["learning_rate"], "max_depth": p["max_depth"],
                   "num_leaves": min(2 ** p["max_depth"] - 1, 255), "bagging_fraction": p["subsample"],
                   "bagging_freq": 1, "feature_fraction": p["colsample"], "seed": p["seed"], "verbose": -1,
-                  "num_threads": p["threads"], "min_data_in_leaf": min(20, max(1, len(z) // 10))}
+                  "num_threads": p["threads"],
+                  # LightGBM's default 20, fewer for the few programs continued boosting adapts to
+                  "min_data_in_leaf": min(20, max(1, len(z) // 10))}
         callbacks = [lgb.early_stopping(p["early_stopping"], verbose=False)] if sets else []
         return lgb.train(params, train, num_boost_round=p["n_estimators"], valid_sets=sets, callbacks=callbacks,
                          init_model=init, keep_training_booster=init is not None)
