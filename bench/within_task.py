@@ -10,7 +10,10 @@ by_network), for its test part and, for comparison, its training part (both: all
   within-task predictions would help) and the Spearman correlation (ranking quality), medians over the groups;
 - MAPE, and the MAPE the same predictions would score scaled by the best constant factor (how much of the MAPE is a
   global calibration; MAPE's optimum lies below the median) and by the best factor of each (task, device) group (an
-  oracle: the error left if each task's level were known, the within-task floor of this model's predictions).
+  oracle: the error left if each task's level were known, the within-task floor of this model's predictions);
+- the winner's curse: the median predicted / measured of each group's measured-fastest program, against that of
+  the model's own first choice (its predicted-fastest), over the same groups. A search keeps the measured-fastest,
+  so a tuned kernel inherits the first (`perfcast.e2e.selection`).
 
 No measuring: it reads the dataset and cached features.
 
@@ -41,7 +44,7 @@ def analyse(e: np.ndarray, log_y: np.ndarray, groups: np.ndarray, min_programs: 
 
     s = pd.Series(e)
     offset = s.groupby(groups).transform("mean").to_numpy()
-    slopes, reverse, rhos = [], [], []
+    slopes, reverse, rhos, fastest, first = [], [], [], [], []
     for _, idx in pd.Series(np.arange(len(e))).groupby(groups):
         i = idx.to_numpy()
         if len(i) < min_programs or np.ptp(log_y[i]) == 0:
@@ -51,6 +54,8 @@ def analyse(e: np.ndarray, log_y: np.ndarray, groups: np.ndarray, min_programs: 
         if np.ptp(lp) > 0:
             reverse.append(np.polyfit(lp, log_y[i], 1)[0])
         rhos.append(spearmanr(log_y[i], lp).statistic)
+        fastest.append(float(np.exp(e[i][np.argmin(log_y[i])])))
+        first.append(float(np.exp(e[i][np.argmin(lp)])))
     ratio = np.exp(e)
     c = best_factor(ratio)
     per_group = pd.Series(ratio).groupby(groups).transform(lambda r: best_factor(r.to_numpy())).to_numpy()
@@ -62,6 +67,8 @@ def analyse(e: np.ndarray, log_y: np.ndarray, groups: np.ndarray, min_programs: 
             "median_within_slope": float(np.median(slopes)) if slopes else float("nan"),
             "median_reverse_slope": float(np.median(reverse)) if reverse else float("nan"),
             "median_within_spearman": float(np.nanmedian(rhos)) if rhos else float("nan"),
+            "median_ratio_measured_fastest": float(np.median(fastest)) if fastest else float("nan"),
+            "median_ratio_predicted_fastest": float(np.median(first)) if first else float("nan"),
             "best_factor": c, "mape_after_best_factor": float(np.mean(np.abs(c * ratio - 1))),
             "mape_with_task_factor_known": float(np.mean(np.abs(per_group * ratio - 1)))}
 
@@ -101,6 +108,8 @@ def main() -> None:
               f"{r['groups_with_slope']} groups); best constant "
               f"factor x{r['best_factor']:.2f} -> MAPE {r['mape_after_best_factor']:.1%}; "
               f"each group's best factor known -> {r['mape_with_task_factor_known']:.1%}")
+        print(f"        predicted / measured of each group's measured-fastest program {r['median_ratio_measured_fastest']:.2f}"
+              f", of its predicted-fastest {r['median_ratio_predicted_fastest']:.2f} (medians; the winner's curse)")
 
 
 if __name__ == "__main__":

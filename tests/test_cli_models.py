@@ -180,6 +180,7 @@ def pq_keys(part) -> set:
     (["mlp", "--plot", "x.png"], "--plot x.png draws predicted vs measured kernels; add --measure"),
     (["missing.onnx"], "ONNX file 'missing.onnx' not found"),
     (["mlp", "--schedules", "tuned:nowhere"], "'nowhere' is not a meta-schedule JSON database"),
+    (["mlp", "--selection-sigma", "3"], "selection sigma 3.0 must be between 0 and 2"),
 ])
 def test_predict_bad_input_is_one_line(args, expect):
     assert expect in _one_line_error(_cli("predict", *args))

@@ -186,6 +186,74 @@ def test_tuned_schedules_are_predicted_and_compiled(mlp_tuned_db):
     assert all("measured_s" in k for k in tuned["kernels"])  # the compiled module kept the kernels' names
 
 
+def test_tuned_kernels_are_predicted_as_the_fastest_of_their_search(mlp_tuned_db):
+    """Selection-aware prediction (perfcast.e2e.selection) on a real database: each tuned kernel with several
+    candidates is the median fastest of the model's predictions of them, computed here from the database directly;
+    sigma 0 is the kept program's own prediction."""
+    from perfcast._tvm.util import main_func
+    from perfcast.e2e import predict_network
+    from perfcast.e2e.predict import lower_network
+    from perfcast.e2e.selection import fastest_of, search_candidates
+    from perfcast.devices import get_device
+    from perfcast.eval.workflow import predict_programs
+
+    spec = f"tuned:{mlp_tuned_db}"
+    sel = predict_network("mlp", schedules=spec, context=False)
+    kept = predict_network("mlp", schedules=spec, context=False, selection_sigma=0)
+    cands = search_candidates(str(mlp_tuned_db))
+    low = lower_network("mlp", 1, get_device("local"), spec)
+    assert kept["selection"] == {"sigma": 0.0, "kernels": 0, "kept_predicted_s": kept["predicted_s"]}
+    assert sel["selection"]["sigma"] == 0.2 and sel["selection"]["kernels"] == sum(len(c) > 1 for c in cands.values())
+    assert sel["selection"]["kernels"] >= 1
+    assert sel["selection"]["kept_predicted_s"] == pytest.approx(kept["predicted_s"], rel=1e-9)
+    by_key = {k["workload_key"]: k for k in kept["kernels"]}
+    for k in sel["kernels"]:
+        own = predict_programs([low.programs[k["workload_key"]]])[0]
+        assert by_key[k["workload_key"]]["predicted_s"] == pytest.approx(own, rel=1e-6)
+        c = cands[k["workload_key"]]
+        if len(c) == 1:
+            assert "candidates" not in k and k["predicted_s"] == pytest.approx(own, rel=1e-6)
+            continue
+        # the kept program is one of the candidates; the fastest of them is predicted below the best prediction
+        assert any(tvm_equal(main_func(x), main_func(low.programs[k["workload_key"]])) for x in c)
+        p = predict_programs(c)
+        assert k["candidates"] == len(c) and k["kept_predicted_s"] == pytest.approx(own, rel=1e-6)
+        assert k["predicted_s"] == pytest.approx(fastest_of(p, 0.2), rel=1e-6)
+        assert k["predicted_s"] < p.min() <= own * (1 + 1e-6)  # batch vs single prediction: float noise
+    assert sel["predicted_s"] < kept["predicted_s"]
+    with pytest.raises(PerfcastError, match=re.escape("selection sigma -0.1 must be between 0 and 2")):
+        predict_network("mlp", schedules=spec, selection_sigma=-0.1)
+
+
+def tvm_equal(a, b) -> bool:
+    import tvm_ffi  # tvm.ir has no structural_equal in 0.27
+
+    from perfcast._tvm.util import normalize_primfunc
+
+    return bool(tvm_ffi.structural_equal(normalize_primfunc(a), normalize_primfunc(b)))
+
+
+def test_fastest_of_against_closed_form_and_monte_carlo():
+    from scipy.stats import norm
+
+    from perfcast.e2e.selection import fastest_of
+
+    assert fastest_of([3e-3], 0.3) == 3e-3  # one candidate: no selection
+    assert fastest_of([3e-3, 1e-3, 2e-3], 0.0) == 1e-3  # no model error: the best prediction
+    for n, sigma in ((2, 0.2), (16, 0.2), (64, 0.5)):  # n equal candidates: P(min > t) = S^n = 1/2
+        expect = 1e-3 * math.exp(-sigma * norm.ppf(2 ** (-1 / n)))
+        assert fastest_of([1e-3] * n, sigma) == pytest.approx(expect, rel=1e-8)
+    import numpy as np
+
+    p = np.array([1e-3, 1.2e-3, 2e-3, 5e-3, 4e-4])
+    draws = p * np.exp(0.3 * np.random.default_rng(0).standard_normal((400_000, p.size)))
+    assert fastest_of(p, 0.3) == pytest.approx(float(np.median(draws.min(axis=1))), rel=3e-3)
+    with pytest.raises(PerfcastError, match=re.escape("selection sigma nan must be between 0 and 2")):
+        fastest_of(p, float("nan"))
+    with pytest.raises(PerfcastError, match="must be positive and finite"):
+        fastest_of([1e-3, 0.0], 0.2)
+
+
 def test_random_schedules_are_seeded():
     from perfcast.e2e import predict_network
 

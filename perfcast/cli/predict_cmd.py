@@ -11,7 +11,8 @@ HELP = ("Predict a network's latency on a device from the bundled (or given) mod
         "pipeline compiles is predicted once and counted by its calls. --measure also compiles and times the whole "
         "network here (TVM VM time evaluator, median of repeats) and shows the error.")
 EXAMPLE = ("Example: perfcast predict resnet18 --batch-size 1 --device local --calibrate --measure --plot r18.png; "
-           "perfcast predict resnet50 --method layerwise --measure")
+           "perfcast predict resnet50 --method layerwise --measure; "
+           "perfcast predict resnet50 --schedules tuned:my-db --measure")
 
 
 def predict(
@@ -34,6 +35,10 @@ def predict(
     context: str = typer.Option("auto", help="auto: apply this device's in-network context fit from the bundled "
                                 "file when it has one (kernels run slower inside a network than alone; see `perfcast "
                                 "context`); none: sum the kernels' times alone; or a context file"),
+    selection_sigma: Optional[float] = typer.Option(None, help="tuned:DB only: predict each tuned kernel as the "
+                                                    "fastest of the candidates the search measured, with this "
+                                                    "log-normal model error (default 0.2; 0: the kept program "
+                                                    "alone, which the search's choice biases high)"),
     input_shape: Optional[str] = typer.Option(None, help="shapes of dynamic ONNX inputs, NAME:1x3x224x224"),
     top: int = typer.Option(15, help="kernels to show in the table"),
     plot: Optional[str] = typer.Option(None, help="with --measure: write predicted vs measured per kernel to this PNG"),
@@ -56,7 +61,8 @@ def predict(
             no_calibration = f"not calibrated: {e}"
     r = predict_network(network, batch_size, device, model, measure, input_shape, schedules=schedules,
                         method=method, layerwise_model=layerwise_model, speed_ratio=ratio,
-                        context={"auto": True, "none": False}.get(context, context))
+                        context={"auto": True, "none": False}.get(context, context),
+                        selection_sigma=selection_sigma)
     if no_calibration:
         r["warning"] = f"{r['warning']}; {no_calibration}" if r.get("warning") else no_calibration
     if plot:
@@ -101,6 +107,11 @@ def predict(
     if r["context"]:
         c.print(f"in-network context of {r['context']['device_key']}: {r['context']['formula']} (the kernels' "
                 f"predictions alone: {r['isolated_predicted_s'] * 1e3:.4g} ms; --context none)")
+    sel = r.get("selection")
+    if sel and sel["kernels"]:
+        c.print(f"selection: {sel['kernels']} tuned kernels predicted as the fastest of their search's candidates "
+                f"(sigma {sel['sigma']:g}); from the kept programs' own predictions: "
+                f"{sel['kept_predicted_s'] * 1e3:.4g} ms (--selection-sigma 0)")
     if lw:
         c.print(f"layerwise: {lw['kernels']} conv2d/dense/pooling kernels, {lw['share']:.1%} of the predicted time "
                 f"({lw['layers_s'] * 1e3:.4g} ms, the paper's sum of layers); the rest from the {r['model']} model")

@@ -28,7 +28,7 @@ METHODS = ("kernel", "layerwise")
 def predict_network(network: str, batch_size: int = 1, device: str = "local", model=None, measure: bool = False,
                     input_shape: str | None = None, repeats: int = 5, schedules: str = "default",
                     method: str = "kernel", layerwise_model=None, speed_ratio: float | None = None,
-                    context: bool | str = True) -> dict:
+                    context: bool | str = True, selection_sigma: float | None = None) -> dict:
     """{"network", "batch_size", "device", "predicted_s", "kernels": [...], "measured_s"?, ...} for `network`.
 
     `schedules`: "default", "tuned:DB_DIR" or "random:SEED" (see `perfcast.e2e.schedules`).
@@ -40,14 +40,23 @@ def predict_network(network: str, batch_size: int = 1, device: str = "local", mo
     `context`: True applies the device's in-network context fit from the bundled file when it has one
     (`perfcast.e2e.context`: kernels run slower inside a network than alone, as the model's records timed them),
     a path applies that context file's fit, False none. The sum of the isolated predictions is kept as
-    `isolated_predicted_s`, and `context` says which fit was applied (None: none)."""
+    `isolated_predicted_s`, and `context` says which fit was applied (None: none).
+    `selection_sigma` (tuned:DB only; default `selection.SELECTION_SIGMA`, 0: off): each tuned kernel is predicted
+    as the fastest of the candidates the search measured (`perfcast.e2e.selection`: the search kept the candidate
+    that measured fastest, so the model's prediction of it alone is biased high); each such kernel keeps the
+    prediction of the kept program alone (isolated, calibrated) as `kept_predicted_s` and its number of candidates
+    as `candidates`; `selection` gives sigma, the kernels corrected and the network's prediction without the
+    correction (`kept_predicted_s`)."""
     from ..devices import get_device
     from ..features.cache import features_of_programs
     from ..models import load_model
     from .replayer import Kernel, replay
     from .schedules import parse_schedules
 
-    parse_schedules(schedules)  # a bad value fails before any work
+    from .selection import SELECTION_SIGMA, check_sigma
+
+    sched_kind, db_dir = parse_schedules(schedules)  # a bad value fails before any work
+    sigma = check_sigma(SELECTION_SIGMA if selection_sigma is None else selection_sigma)
     if speed_ratio is not None:
         from ..collect.calibrate import check_ratio
 
@@ -65,6 +74,7 @@ def predict_network(network: str, batch_size: int = 1, device: str = "local", mo
     t_lower = time.time() - t0
     graph, keys, programs, names, order = low.graph, low.keys, low.programs, low.names, list(low.programs)
     per_call = dict(zip(order, m.predict(features_of_programs([programs[k] for k in order], spec))))
+    kept = _select(per_call, db_dir, spec, m, sigma) if sched_kind == "tuned" and sigma > 0 else {}
     source = dict.fromkeys(order, "kernel")
     lw_info = _layerwise(per_call, source, programs, order, spec, layerwise_model) if method == "layerwise" else {}
 
@@ -79,6 +89,9 @@ def predict_network(network: str, batch_size: int = 1, device: str = "local", mo
         per_call = {k: v * speed_ratio for k, v in per_call.items()}
     sim = replayed(per_call)
     alone = per_call
+    if kept:  # the kept programs' own predictions, calibrated the same way: the network without the correction
+        kept = {k: (v * (speed_ratio or 1.0), n) for k, (v, n) in kept.items()}
+        unselected = replayed({k: kept[k][0] if k in kept else v for k, v in alone.items()})
     if fit is not None:  # each kernel's time inside the network (see perfcast.e2e.context)
         per_call = {k: float(fit.in_network_s(v, low.io_bytes[k])) for k, v in alone.items()}
     calls = low.calls
@@ -87,6 +100,9 @@ def predict_network(network: str, batch_size: int = 1, device: str = "local", mo
     if fit is not None:
         for k in kernels:
             k["isolated_predicted_s"] = float(alone[k["workload_key"]])
+    for k in kernels:
+        if k["workload_key"] in kept:
+            k["kept_predicted_s"], k["candidates"] = kept[k["workload_key"]]
     total = float(sim.total_s)
     for k in kernels:
         k["share"] = k["total_predicted_s"] / total if total > 0 else 0.0
@@ -99,6 +115,9 @@ def predict_network(network: str, batch_size: int = 1, device: str = "local", mo
         out["speed_ratio"], out["uncalibrated_predicted_s"] = float(speed_ratio), float(uncalibrated.total_s)
     out["isolated_predicted_s"] = float(sum(alone[k] * calls[k] for k in order))
     out["context"] = None if fit is None else {**fit.to_json(), "formula": fit.describe()}
+    if sched_kind == "tuned":
+        out["selection"] = {"sigma": sigma, "kernels": len(kept),
+                            "kept_predicted_s": float(unselected.total_s) if kept else total}
     out["memory"] = low.memory.to_dict()
     if lw_info:
         lw_s = sum(k["total_predicted_s"] for k in kernels if k["method"] == "layerwise")
@@ -117,6 +136,22 @@ def predict_network(network: str, batch_size: int = 1, device: str = "local", mo
         out["memory"]["measured_bytes"] = (out.pop("measured_vm_storage_bytes") + low.memory.weights_bytes
                                            + low.memory.input_bytes)
     return out
+
+
+def _select(per_call: dict, db_dir: str, spec, m, sigma: float) -> dict:
+    """Replace each tuned kernel's prediction by the fastest of its search's candidates (`perfcast.e2e.selection`);
+    returns {workload key: (the kept program's prediction, number of candidates)} of the kernels replaced."""
+    from ..features.cache import features_of_programs
+    from .selection import fastest_of, search_candidates
+
+    cands = {k: c for k, c in search_candidates(db_dir).items() if k in per_call and len(c) > 1}
+    flat = [p for c in cands.values() for p in c]
+    pred = iter(m.predict(features_of_programs(flat, spec)) if flat else [])
+    kept = {}
+    for k, c in cands.items():
+        kept[k] = (float(per_call[k]), len(c))
+        per_call[k] = fastest_of([next(pred) for _ in c], sigma)
+    return kept
 
 
 @dataclass
