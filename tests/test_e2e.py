@@ -96,6 +96,30 @@ def test_predict_mlp_with_measure_is_real_and_consistent():
         (k for k in r["kernels"] if k["ratio"] >= 1.5), key=lambda k: -(k["measured_s"] - k["predicted_s"]) * k["calls"])]
 
 
+def test_a_reshape_that_only_relabels_is_a_view_not_a_kernel(tmp_path):
+    """tvm.compile turns a reshape kernel that only relabels its input into a view (RewriteDataflowReshape): it is
+    not predicted, and every kernel that is predicted is one the compiled network ran."""
+    from perfcast.e2e import predict_network
+
+    f = tmp_path / "reshaping.py"
+    f.write_text(
+        "import torch\n"
+        "class Net(torch.nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.a, self.b = torch.nn.Linear(64, 64), torch.nn.Linear(64, 64)\n"
+        "    def forward(self, x):\n"
+        "        h = self.a(x).reshape(x.shape[0], 8, 8)\n"
+        "        return self.b(h.reshape(x.shape[0], 64)), h\n"
+        "def build(batch_size):\n"
+        "    torch.manual_seed(0)\n"
+        "    return Net().eval(), (torch.randn(batch_size, 64),)\n")
+    r = predict_network(f"{f}:build", measure=True, context=False)
+    names = [k["name"] for k in r["kernels"]]
+    assert names == ["fused_matmul_add"] and r["kernels"][0]["calls"] == 2, names  # the two dense layers, one task
+    assert all("measured_s" in k for k in r["kernels"])
+
+
 def test_outliers_rank_by_time_lost():
     from perfcast.e2e.predict import attach_measured_kernels
 
