@@ -15,7 +15,9 @@ program's time is the minimum over the candidates, and its median t solves
 
     prod_i Phi(-(ln t - ln p_i) / sigma) = 1/2,
 
-so n = 1 gives p_1 and sigma = 0 gives min_i p_i. `SELECTION_SIGMA` is fitted on the training networks' searches
+so n = 1 gives p_1 and sigma = 0 gives min_i p_i. This assumes the search measured on the device being predicted:
+with a database tuned on another machine the kept program was not chosen by this device's times, the curse is
+weaker, and the correction over-corrects (`--selection-sigma 0` turns it off). `SELECTION_SIGMA` is fitted on the training networks' searches
 (`bench/selection.py`); a search's candidates are mutations of each other, so it is smaller than the model's error
 over random programs.
 """
