@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import statistics
 
@@ -38,20 +37,16 @@ BINS = (0.0, 0.1, 0.25, 0.5, 0.75, 1.0)
 def load_database(db: str, device: str):
     """(features of every valid record's program, measured s, task ids) of a meta-schedule JSON database."""
     import tvm_ffi
-    from tvm.s_tir import Schedule
 
     from perfcast.data.importer import database_records
     from perfcast.features.cache import features_of_programs
 
     progs, meas, task = [], [], []
     for r in database_records(db):
-        secs = [s for s in (r.run_secs or ()) if math.isfinite(s) and 0 <= s < 1e9]
-        if not secs or len(secs) != len(r.run_secs):
+        if not r.measured:
             continue  # failed to build or run: no measurement
-        sch = Schedule(r.workload_mod)
-        r.trace.apply_to_schedule(sch, remove_postproc=False)
-        progs.append(sch.mod)
-        meas.append(statistics.median(secs))
+        progs.append(r.program())
+        meas.append(statistics.median(r.run_secs))
         task.append(int(tvm_ffi.structural_hash(r.workload_mod)))  # tvm.ir has no structural_hash in 0.27
     if not progs:
         raise SystemExit(f"{db!r} has no tuning record with valid run_secs; tune with `perfcast tune NET --out {db}`")

@@ -28,18 +28,14 @@ import numpy as np
 def network_ratios(net: str, samples: list, model, spec, sigmas: list[float]) -> dict:
     """{"kept": ratio, sigma: ratio, ..., "kernels", "tuned_kernels"} of one network's tuned samples."""
     from perfcast.e2e.predict import lower_network
-    from perfcast.e2e.selection import fastest_of, search_candidates
+    from perfcast.e2e.selection import candidate_predictions, fastest_of
     from perfcast.features.cache import features_of_programs
 
     sched = samples[0]["schedules"]
-    db = sched.partition(":")[2]
     low = lower_network(net, 1, spec, sched)
     keys = [s["workload_key"] for s in samples]
-    cands = {k: c for k, c in search_candidates(db).items() if k in keys and len(c) > 1}
-    progs = [low.programs[k] for k in keys] + [p for k in keys for p in cands.get(k, [])]
-    pred = model.predict(features_of_programs(progs, spec))
-    kept, rest = pred[:len(keys)], iter(pred[len(keys):])
-    per_cand = {k: np.array([next(rest) for _ in cands[k]]) for k in keys if k in cands}
+    kept = model.predict(features_of_programs([low.programs[k] for k in keys], spec))
+    per_cand = candidate_predictions(keys, sched.partition(":")[2], spec, model)
     calls = np.array([s["calls"] for s in samples], float)
     meas = (calls * np.array([s["isolated_s"] for s in samples])).sum()
     out = {"kernels": len(keys), "tuned_kernels": len(per_cand), "kept": float((calls * kept).sum() / meas)}

@@ -7,6 +7,8 @@ from typing import Optional
 
 import typer
 
+from ..e2e.selection import SELECTION_SIGMA  # numpy only: cheap at CLI start
+
 HELP = ("Predict a network's latency on a device from the bundled (or given) model: every fused kernel TVM's default "
         "pipeline compiles is predicted once and counted by its calls. --measure also compiles and times the whole "
         "network here (TVM VM time evaluator, median of repeats) and shows the error.")
@@ -37,8 +39,8 @@ def predict(
                                 "context`); none: sum the kernels' times alone; or a context file"),
     selection_sigma: Optional[float] = typer.Option(None, help="tuned:DB only: predict each tuned kernel as the "
                                                     "fastest of the candidates the search measured, with this "
-                                                    "log-normal model error (default 0.2; 0: the kept program "
-                                                    "alone, which the search's choice biases high)"),
+                                                    f"log-normal model error (default {SELECTION_SIGMA}; 0: the kept "
+                                                    "program alone, which the search's choice biases high)"),
     input_shape: Optional[str] = typer.Option(None, help="shapes of dynamic ONNX inputs, NAME:1x3x224x224"),
     top: int = typer.Option(15, help="kernels to show in the table"),
     plot: Optional[str] = typer.Option(None, help="with --measure: write predicted vs measured per kernel to this PNG"),

@@ -36,6 +36,20 @@ class DbRecord(NamedTuple):
     run_secs: tuple[float, ...] | None
     target: object  # tvm.target.Target or None
 
+    @property
+    def measured(self) -> bool:
+        """The record's program built and ran: every run_secs finite (meta-schedule writes 1e10 s for failures)."""
+        secs = self.run_secs or ()
+        return bool(secs) and all(math.isfinite(s) and 0 <= s < _INVALID_S for s in secs)
+
+    def program(self):
+        """The IRModule of the record's program: its trace replayed on its workload, postprocessors included."""
+        from tvm.s_tir import Schedule
+
+        sch = Schedule(self.workload_mod)
+        self.trace.apply_to_schedule(sch, remove_postproc=False)
+        return sch.mod
+
 
 def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
@@ -128,7 +142,6 @@ def import_database(db_dir: str, out: str, device: str = "local") -> dict:
     workloads in the database), new_tasks.
     """
     import tvm
-    from tvm.s_tir import Schedule
 
     from .._tvm.util import main_func, normalize_primfunc, structural_key, trace_to_json
     from ..collect.collector import record_id
@@ -165,10 +178,8 @@ def import_database(db_dir: str, out: str, device: str = "local") -> dict:
         key, name = keys_of[wid]
         trace_json = trace_to_json(r.trace)
         try:
-            sch = Schedule(r.workload_mod)
-            r.trace.apply_to_schedule(sch, remove_postproc=False)
-            prog = main_func(sch.mod)
-            program_hash, tir_script, apply_error = structural_key(prog), sch.mod.script(), ""
+            mod = r.program()
+            program_hash, tir_script, apply_error = structural_key(main_func(mod)), mod.script(), ""
         except Exception as e:  # noqa: BLE001 - a trace this TVM cannot replay: keep it, marked as failed
             import hashlib
 
@@ -183,10 +194,9 @@ def import_database(db_dir: str, out: str, device: str = "local") -> dict:
             continue
         seen.add(rid)
         secs = list(r.run_secs or ())
-        valid = bool(secs) and all(math.isfinite(s) and 0 <= s < _INVALID_S for s in secs)
         if apply_error:
             status, error = "build_error", apply_error
-        elif valid:
+        elif r.measured:
             status, error = "ok", ""
         else:
             status, error = "run_error", NO_RUN_SECS

@@ -142,16 +142,12 @@ def predict_network(network: str, batch_size: int = 1, device: str = "local", mo
 def _select(per_call: dict, db_dir: str, spec, m, sigma: float) -> dict:
     """Replace each tuned kernel's prediction by the fastest of its search's candidates (`perfcast.e2e.selection`);
     returns {workload key: (the kept program's prediction, number of candidates)} of the kernels replaced."""
-    from ..features.cache import features_of_programs
-    from .selection import fastest_of, search_candidates
+    from .selection import candidate_predictions, fastest_of
 
-    cands = {k: c for k, c in search_candidates(db_dir).items() if k in per_call and len(c) > 1}
-    flat = [p for c in cands.values() for p in c]
-    pred = iter(m.predict(features_of_programs(flat, spec)) if flat else [])
     kept = {}
-    for k, c in cands.items():
-        kept[k] = (float(per_call[k]), len(c))
-        per_call[k] = fastest_of([next(pred) for _ in c], sigma)
+    for k, p in candidate_predictions(per_call, db_dir, spec, m).items():
+        kept[k] = (float(per_call[k]), len(p))
+        per_call[k] = fastest_of(p, sigma)
     return kept
 
 

@@ -65,17 +65,23 @@ def fastest_of(predicted_s, sigma: float) -> float:
 def search_candidates(db_dir: str) -> dict:
     """Structural task key -> [IRModule of every candidate the search measured successfully] of a meta-schedule JSON
     database (failed builds and runs are not candidates; run_secs are not read otherwise)."""
-    from tvm.s_tir import Schedule
-
     from .._tvm.util import main_func, structural_key
     from ..data.importer import database_records
 
     out: dict = {}
     for r in database_records(db_dir):
-        secs = r.run_secs or ()
-        if not secs or not all(math.isfinite(s) and 0 <= s < 1e9 for s in secs):
-            continue
-        sch = Schedule(r.workload_mod)
-        r.trace.apply_to_schedule(sch, remove_postproc=False)
-        out.setdefault(structural_key(main_func(r.workload_mod)), []).append(sch.mod)
+        if r.measured:
+            out.setdefault(structural_key(main_func(r.workload_mod)), []).append(r.program())
     return out
+
+
+def candidate_predictions(keys, db_dir: str, spec, model) -> dict:
+    """Task key -> the model's predictions (s) of the search's candidates, for the `keys` with more than one
+    candidate (one batch of features for all of them)."""
+    from ..features.cache import features_of_programs
+
+    keys = set(keys)
+    cands = {k: c for k, c in search_candidates(db_dir).items() if k in keys and len(c) > 1}
+    flat = [p for c in cands.values() for p in c]
+    pred = iter(model.predict(features_of_programs(flat, spec)) if flat else [])
+    return {k: np.array([next(pred) for _ in c]) for k, c in cands.items()}

@@ -270,27 +270,18 @@ def predict_records(path, model=None, device: str = "local") -> list[dict]:
 
 
 def _predict_database(p: Path, m, device: str, database_records) -> list[dict]:
-    import math
     import statistics
 
-    from tvm.s_tir import Schedule
-
-    from .._tvm.util import load_x86_intrinsics
     from ..features.cache import features_of_programs
 
-    load_x86_intrinsics()
-    rows, progs = database_records(str(p)), []
-    for r in rows:
-        sch = Schedule(r.workload_mod)
-        r.trace.apply_to_schedule(sch, remove_postproc=False)
-        progs.append(sch.mod)
+    rows = database_records(str(p))  # (loads the x86 intrinsics the traces may tensorize with)
+    progs = [r.program() for r in rows]
     pred = m.predict(features_of_programs(progs, device)) if progs else []
     out = []
     for i, (r, ps) in enumerate(zip(rows, pred)):
         e = {"index": i, "predicted_s": float(ps)}
-        secs = [s for s in (r.run_secs or ()) if math.isfinite(s) and 0 <= s < 1e9]
-        if secs and len(secs) == len(r.run_secs or ()):
-            e["measured_s"] = float(statistics.median(secs))
+        if r.measured:
+            e["measured_s"] = float(statistics.median(r.run_secs))
         out.append(e)
     return out
 
