@@ -195,6 +195,17 @@ def mlp_tuned_db(tmp_path_factory):
     return tune_network("mlp", tmp_path_factory.mktemp("mlpdb"), trials=48)
 
 
+def test_tuning_logs_to_stderr_so_stdout_stays_parseable(tmp_path, capfd):
+    """meta-schedule's log handler writes to stdout; `--json` output of `perfcast tune` / `bench/e2e.py` needs it on
+    stderr."""
+    from perfcast.e2e.schedules import tune_network
+
+    tune_network("mlp", tmp_path / "db", trials=16)
+    out, err = capfd.readouterr()
+    assert "[INFO]" not in out and "Initializing Task" not in out
+    assert "Initializing Task #0" in err
+
+
 def test_tuned_schedules_are_predicted_and_compiled(mlp_tuned_db):
     from perfcast.e2e import predict_network
 

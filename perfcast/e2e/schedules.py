@@ -191,7 +191,9 @@ def tuning_lock(db_dir):
 
 
 def _tune(mod, spec, db_dir, trials: int, runner, seed: int) -> None:
+    import contextlib
     import logging
+    import sys
 
     from tvm.s_tir import meta_schedule as ms
 
@@ -203,6 +205,8 @@ def _tune(mod, spec, db_dir, trials: int, runner, seed: int) -> None:
     for h in list(ms_logger.handlers):
         if h.get_name() is None:
             ms_logger.removeHandler(h)
-    with isolated_builder() as builder:
+    # its log handler writes to sys.stdout as resolved when the logger is set up: send it to stderr, so stdout keeps
+    # only results (`--json` output stays parseable)
+    with isolated_builder() as builder, contextlib.redirect_stdout(sys.stderr):
         ms.relax_integration.tune_relax(fuse(mod), {}, spec.target(), str(db_dir), max_trials_global=trials,
                                         num_trials_per_iter=16, builder=builder, runner=runner, seed=seed)
