@@ -1,0 +1,90 @@
+"""TVM's untuned matmuls and L1 cache-set aliasing: measured cost per multiply-add and the model's bias, per device.
+
+TVM's default-pipeline matmul (no tuning) walks the weight B[K, N] down a column in its innermost loop, one row
+(4·N bytes) per step. When that row is a multiple of a large power of two, the column's cache lines fall into few
+of L1's 64 sets (every CPU here has 64 sets of 64-byte lines: 32 KiB 8-way or 48 KiB 12-way): a 2 KiB row uses 2
+sets, a 4 KiB one a single set, so only 8-24 lines of the column stay cached and the hardware prefetcher's lines
+evict each other. The cost per multiply-add jumps, on the AMD hosts far more than on the Intel ones.
+
+For every device key, the TVM default kernels of the dataset's 2-D matmul tasks (A[M, K] x B[K, N], with or without
+a fused epilogue) are grouped by the number of L1 sets their column walk uses (64 / the power-of-two factor of the
+row in lines, at most 64). Per group: kernels, median measured ns per multiply-add, and per model the median of
+measured / predicted (above 1 = under-predicted). No measuring: it reads the dataset and cached features.
+
+    python bench/aliasing.py [--model DIR] [--compare DIR ...] [--data DIR] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import numpy as np
+
+L1_SETS, LINE_BYTES = 64, 64
+
+
+def l1_sets(row_bytes: int) -> int:
+    """L1 sets (of 64) that a column walk with a row of `row_bytes` touches."""
+    if row_bytes < LINE_BYTES:
+        return L1_SETS
+    lines = row_bytes // LINE_BYTES if row_bytes % LINE_BYTES == 0 else 1  # unaligned rows spread over the sets
+    return L1_SETS // min(L1_SETS, lines & -lines)
+
+
+def matmul_shape(arg_shapes_json: str, task_name: str):
+    """(M, K, N) of a 2-D matmul task, else None."""
+    if not task_name.removeprefix("fused_").startswith("matmul"):
+        return None
+    shapes = json.loads(arg_shapes_json)
+    if len(shapes) < 3 or any(len(s[0]) != 2 for s in shapes[:2]) or shapes[0][0][1] != shapes[1][0][0]:
+        return None
+    (m, k), (_, n) = shapes[0][0], shapes[1][0]
+    return int(m), int(k), int(n)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default=None, help="model directory (default: the bundled model)")
+    ap.add_argument("--compare", action="append", default=[], help="another model directory (repeatable)")
+    ap.add_argument("--data", default=None, help="dataset directory (default: the bundled dataset)")
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args()
+
+    from perfcast.eval.workflow import load_data
+    from perfcast.models.base import load_model
+
+    ds, df, X = load_data(a.data, progress=False)
+    tasks = ds.read("tasks", columns=["workload_key", "task_name", "arg_shapes_json"]).to_pandas()
+    shape = {k: matmul_shape(s, n) for k, n, s in zip(tasks.workload_key, tasks.task_name, tasks.arg_shapes_json)}
+    mnk = df.workload_key.map(shape)
+    idx = np.where((df.schedule_kind == "default").to_numpy() & mnk.notna().to_numpy())[0]
+    if len(idx) == 0:
+        raise SystemExit("no TVM default kernels of 2-D matmul tasks in the dataset")
+    sub = df.iloc[idx]
+    y = sub.latency_s.to_numpy()
+    macs = np.array([m * k * n for m, k, n in mnk.iloc[idx]], dtype=float)
+    sets = np.array([l1_sets(4 * n) for _, _, n in mnk.iloc[idx]])
+    names = [a.model or "bundled", *a.compare]
+    ratio = {nm: y / load_model(p).predict(X.take(idx)) for nm, p in zip(names, [a.model, *a.compare])}
+    out = {}
+    for dev in sorted(set(sub.device_key)):
+        for s in sorted(set(sets)):
+            mask = (sub.device_key == dev).to_numpy() & (sets == s)
+            if mask.sum() == 0:
+                continue
+            out.setdefault(dev, {})[int(s)] = {
+                "kernels": int(mask.sum()), "ns_per_mac": float(np.median(y[mask] / macs[mask] * 1e9)),
+                "measured_over_predicted": {nm: float(np.median(r[mask])) for nm, r in ratio.items()}}
+    if a.json:
+        print(json.dumps(out, indent=1))
+        return
+    print(f"{'device':50s} {'L1 sets':>7s} {'kernels':>7s} {'ns/MAC':>7s}  measured / predicted ({', '.join(names)})")
+    for dev, groups in out.items():
+        for s, g in groups.items():
+            rs = "  ".join(f"{v:5.2f}" for v in g["measured_over_predicted"].values())
+            print(f"{dev[:50]:50s} {s:7d} {g['kernels']:7d} {g['ns_per_mac']:7.2f}  {rs}")
+
+
+if __name__ == "__main__":
+    main()
