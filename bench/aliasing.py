@@ -7,9 +7,11 @@ sets, a 4 KiB one a single set, so only 8-24 lines of the column stay cached and
 evict each other. The cost per multiply-add jumps, on the AMD hosts far more than on the Intel ones.
 
 For every device key, the TVM default kernels of the dataset's 2-D matmul tasks (A[M, K] x B[K, N], with or without
-a fused epilogue) are grouped by the number of L1 sets their column walk uses (64 / the power-of-two factor of the
-row in lines, at most 64). Per group: kernels, median measured ns per multiply-add, and per model the median of
-measured / predicted (above 1 = under-predicted). No measuring: it reads the dataset and cached features.
+a fused epilogue) are grouped by the number of L1 sets their column walk uses: 64 / 2^(k - 6), from the compact AST's
+`load_stride_pow2` column (k: the largest power of two dividing a load's byte move of a line or more; the program's
+maximum over its leaves, read from the feature cache). Per group: kernels, median measured ns per multiply-add, and
+per model the median of measured / predicted (above 1 = under-predicted). No measuring: it reads the dataset and
+cached features.
 
     python bench/aliasing.py [--model DIR] [--compare DIR ...] [--data DIR] [--json]
 """
@@ -21,15 +23,19 @@ import json
 
 import numpy as np
 
-L1_SETS, LINE_BYTES = 64, 64
+L1_SETS = 64
 
 
-def l1_sets(row_bytes: int) -> int:
-    """L1 sets (of 64) that a column walk with a row of `row_bytes` touches."""
-    if row_bytes < LINE_BYTES:
-        return L1_SETS
-    lines = row_bytes // LINE_BYTES if row_bytes % LINE_BYTES == 0 else 1  # unaligned rows spread over the sets
-    return L1_SETS // min(L1_SETS, lines & -lines)
+def l1_sets(leaves: np.ndarray) -> int:
+    """L1 sets (of 64, lines of 64 bytes) the program's most power-of-two-aligned load walk touches, from its
+    compact-AST leaf rows: 2^k bytes apart with k >= 6 lands in 64 / 2^(k - 6) sets; no such load (k = 0) spreads
+    over all."""
+    from perfcast.features.compact_ast import LEAF_FEATURES, STRIDE_LINE_BYTES
+
+    rows = np.asarray(leaves, dtype=np.float64).reshape(-1, len(LEAF_FEATURES))
+    k = int(rows[:, LEAF_FEATURES.index("load_stride_pow2")].max(initial=0))
+    line_pow = STRIDE_LINE_BYTES.bit_length() - 1
+    return L1_SETS >> min(max(k - line_pow, 0), L1_SETS.bit_length() - 1)
 
 
 def matmul_shape(arg_shapes_json: str, task_name: str):
@@ -51,6 +57,7 @@ def main() -> None:
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
 
+    from perfcast.errors import PerfcastError
     from perfcast.eval.workflow import load_data
     from perfcast.models.base import load_model
 
@@ -60,11 +67,12 @@ def main() -> None:
     mnk = df.workload_key.map(shape)
     idx = np.where((df.schedule_kind == "default").to_numpy() & mnk.notna().to_numpy())[0]
     if len(idx) == 0:
-        raise SystemExit("no TVM default kernels of 2-D matmul tasks in the dataset")
+        raise PerfcastError(f"{a.data or 'the bundled dataset'!r} has no TVM default kernels of 2-D matmul tasks; "
+                            "collect a network with dense layers (`perfcast collect -n bert_tiny --out DIR`)")
     sub = df.iloc[idx]
     y = sub.latency_s.to_numpy()
     macs = np.array([m * k * n for m, k, n in mnk.iloc[idx]], dtype=float)
-    sets = np.array([l1_sets(4 * n) for _, _, n in mnk.iloc[idx]])
+    sets = np.array([l1_sets(X.leaves[i]) for i in idx])
     names = [a.model or "bundled", *a.compare]
     ratio = {nm: y / load_model(p).predict(X.take(idx)) for nm, p in zip(names, [a.model, *a.compare])}
     out = {}
@@ -87,4 +95,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from perfcast.errors import run_with_one_line_errors
+
+    run_with_one_line_errors(main)  # a PerfcastError (bad argument, missing file): one line, as the CLI says it
