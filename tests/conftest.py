@@ -6,6 +6,27 @@ os.environ.setdefault("TVM_NUM_THREADS", "1")
 
 
 @pytest.fixture(scope="session")
+def naive_matmul():
+    """(m, n, k) -> TVM's untuned float32 matmul C = A @ B as hand-written TIR: loops i, j, k, a reduction block with
+    an init store (two compact-AST leaves); B is read down its columns, rows 4n bytes apart."""
+    from tvm.script import tirx as T
+
+    def build(m: int, n: int, k: int):
+        @T.prim_func(s_tir=True)
+        def mm(A: T.Buffer((m, k), "float32"), B: T.Buffer((k, n), "float32"), C: T.Buffer((m, n), "float32")):
+            for i, j, kk in T.grid(m, n, k):
+                with T.sblock("C"):
+                    vi, vj, vk = T.axis.remap("SSR", [i, j, kk])
+                    with T.init():
+                        C[vi, vj] = T.float32(0.0)
+                    C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
+
+        return mm
+
+    return build
+
+
+@pytest.fixture(scope="session")
 def matmul64():
     """A 64x64x64 matmul task module (TE -> PrimFunc named main)."""
     import tvm

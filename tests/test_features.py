@@ -7,7 +7,10 @@ import pytest
 
 from perfcast.features import (ANALYTIC_FEATURES, LEAF_FEATURES, as_primfunc, get_extractor, list_extractors,
                                positional_encoding)
+from perfcast.features._tir import SET_ASSOC_CACHES
 from perfcast.features.analytic import CACHE_CAPACITIES
+
+TRAFFIC_NAMES = [name for name, _ in CACHE_CAPACITIES] + [name for name, _, _ in SET_ASSOC_CACHES]  # traffic_bytes_*
 from perfcast.features.base import FeatureExtractor
 
 lg = math.log2
@@ -71,8 +74,8 @@ def cache_cols(nbytes: float) -> dict:
 
 
 def test_leaf_layout():
-    assert len(LEAF_FEATURES) == 48 == get_extractor("compact_ast").length
-    assert len(set(LEAF_FEATURES)) == 48
+    assert len(LEAF_FEATURES) == 50 == get_extractor("compact_ast").length
+    assert len(set(LEAF_FEATURES)) == 50
 
 
 # ---------------------------------------------------------------------------------------------- compact AST
@@ -224,7 +227,7 @@ def test_positional_encoding_closed_form(progs):
     np.testing.assert_allclose(ast.positional, pe, rtol=0, atol=1e-12)
     np.testing.assert_allclose(positional_encoding([5, 7]), pe, rtol=0, atol=1e-12)
     out = ex.extract(progs["mm"])
-    assert out.shape == (2, 48) and out.dtype == np.float64
+    assert out.shape == (2, 50) and out.dtype == np.float64
     np.testing.assert_array_equal(out, ast.leaves + ast.positional)
 
 
@@ -262,7 +265,7 @@ def test_analytic_matmul(progs):
     # distinct lines of the update's accesses (the init writes C's lines again): C 4x16 floats = 4 lines, A 4x8 = 2,
     # B 8x16 = 8; 14 x 64 bytes, and every capacity from 16 KiB up holds them all
     assert f["footprint_bytes"] == 14 * 64
-    assert all(f[f"traffic_bytes_{name}"] == 14 * 64 for name, _ in CACHE_CAPACITIES)
+    assert all(f[f"traffic_bytes_{name}"] == 14 * 64 for name in TRAFFIC_NAMES)
 
 
 def test_cache_traffic_by_hand(progs):
@@ -298,22 +301,58 @@ def test_access_lines(elem, size, moves, extents, lines):
     assert access_lines(elem, size, moves, extents) == lines
 
 
-def test_cache_traffic_naive_matmul_outgrows_the_caches():
+@pytest.mark.parametrize("elem, size, moves, extents, lines, sets", [
+    (4, None, [4096], [100], 100, 1),  # a column of 4 KiB rows: 64 lines apart, every line in one of 64 sets
+    (4, None, [2048], [128], 128, 2),  # 2 KiB rows: 32 lines apart, two sets
+    (4, None, [1024], [128], 128, 4),  # 1 KiB rows: 16 lines apart, four sets
+    (4, None, [4000], [256], 256, 64),  # 4000 B rows are no whole number of lines: all sets
+    (4, None, [192], [10], 10, 10),  # 3 lines apart (odd): ten lines, ten sets
+    (4, None, [4, 4096], [32, 8], 16, 2),  # 2-line runs of 8 rows 4 KiB apart: two sets
+    (4, None, [4], [4096], 256, 64),  # 16 KiB contiguous: every set, four lines each
+    (4, 1024, [4096], [100], 16, 16),  # capped at the buffer's 16 lines, which are consecutive
+])
+def test_access_geometry(elem, size, moves, extents, lines, sets):
+    from perfcast.features._tir import access_geometry, access_lines
+
+    assert access_geometry(elem, size, moves, extents, 64) == (lines, sets)
+    assert access_lines(elem, size, moves, extents) == lines
+
+
+def test_set_associative_traffic_of_a_column_walk(naive_matmul):
+    """(64, n, 256) matmuls. One k run touches C 1 + A 16 + B 256 lines (17,472 B): a fully associative 32 KiB L1
+    keeps them, so B's lines serve the next 15 j (16 floats a line). With n = 1024 B's rows are 4 KiB apart: its 256
+    lines share one of L1's 64 sets; the fullest set holds 273/64 + (256 - 256/64) = 256.3 lines > 8 (or 12) ways, so
+    every (i, j) moves its 273 lines in again. In a 2048-set L2 they share 32 sets, 8 a set: with the mean 273/2048
+    the fullest holds 8.008 > 8 ways (1 MiB 8-way: the k run is moved in again, as in L1) but <= 16 (2 MiB 16-way:
+    the k run stays; then the (j, k) body, 16,464 lines at most 9.03 a set, and the whole nest, 21,504 lines at most
+    10.5 a set, fit too: every line once, 1,376,256 B). With n = 1000 (4,000 B rows) B spreads over all 64 sets
+    (4 a set): 273/64 + (1 - 1/64) (C's one line) = 5.25 <= 8 ways, the k run stays, and the (j, k) body (C 63 + A 16
+    + B 16,000 lines) does not fit any L1: 16,079 lines per i, as fully associative."""
+    from perfcast.features._tir import cache_traffic, walk
+
+    aliased = walk(naive_matmul(64, 1024, 256)).leaves
+    for ways in (8, 12):
+        assert cache_traffic(aliased, 64 * 64 * ways, ways) == 273 * 64 * 64 * 1024
+    assert cache_traffic(aliased, 32 << 10) == 16464 * 64 * 64
+    assert cache_traffic(aliased, 1 << 20, 8) == 273 * 64 * 64 * 1024
+    assert cache_traffic(aliased, 2 << 20, 16) == cache_traffic(aliased, 2 << 20) == 1376256
+    spread = walk(naive_matmul(64, 1000, 256)).leaves
+    for ways in (8, 12):
+        assert cache_traffic(spread, 64 * 64 * ways, ways) == cache_traffic(spread, 32 << 10) == 16079 * 64 * 64
+    # the features: compact-AST columns (update store) and analytic figures, in SET_ASSOC_CACHES order (the L1s)
+    want = [273 * 64 * 64 * 1024] * 2
+    leaves = get_extractor("compact_ast").compact_ast(naive_matmul(64, 1024, 256)).leaves
+    cols = [LEAF_FEATURES.index(f"log2p1_leaf_traffic_bytes_{name}") for name, _, _ in SET_ASSOC_CACHES]
+    assert leaves[1, cols].tolist() == [lg(1 + x) for x in want] and leaves[0, cols].tolist() == [0] * 2
+    f = figures(naive_matmul(64, 1024, 256))
+    assert [f[f"traffic_bytes_{name}"] for name, _, _ in SET_ASSOC_CACHES] == want
+
+
+def test_cache_traffic_naive_matmul_outgrows_the_caches(naive_matmul):
     """TVM's untuned (64, 1024, 256) matmul, loops i, j, k: the weight B (1 MiB) is read down its columns.
     FP[2] (k) = C 1 + A 16 + B 256 lines (17,472 B); FP[1] (j, k) = C 64 + A 16 + B 16,384 (1,053,696 B, just over
     1 MiB); FP[0] = C 4,096 + A 1,024 + B 16,384 (1,376,256 B)."""
-    from tvm.script import tirx as T
-
-    @T.prim_func(s_tir=True)
-    def mm(A: T.Buffer((64, 256), "float32"), B: T.Buffer((256, 1024), "float32"),
-           C: T.Buffer((64, 1024), "float32")):
-        for i, j, k in T.grid(64, 1024, 256):
-            with T.sblock("C"):
-                vi, vj, vk = T.axis.remap("SSR", [i, j, k])
-                with T.init():
-                    C[vi, vj] = T.float32(0.0)
-                C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
-
+    mm = naive_matmul(64, 1024, 256)
     f = figures(mm)
     assert f["footprint_bytes"] == 21504 * 64 == 1376256
     leaves = get_extractor("compact_ast").compact_ast(mm).leaves  # the same figures per store: 32 KiB, 1 MiB, 32 MiB
@@ -349,7 +388,7 @@ def test_analytic_vectorized_parallel(progs):
                  "max_vector_extent": 16, "n_leaves": 1, "max_nest_depth": 3, "n_buffers": 2,
                  "arg_bytes": 8 * 64 * 4 + 8 * 64 * 2,
                  # A (2 KiB) and B (1 KiB) each read once, contiguously: 48 lines
-                 "footprint_bytes": 3072, **{f"traffic_bytes_{name}": 3072 for name, _ in CACHE_CAPACITIES}}
+                 "footprint_bytes": 3072, **{f"traffic_bytes_{name}": 3072 for name in TRAFFIC_NAMES}}
     ex = get_extractor("analytic")
     np.testing.assert_array_equal(ex.extract(progs["vp"]), [f[k] for k in ANALYTIC_FEATURES])
     np.testing.assert_allclose(get_extractor("analytic", log=True).extract(progs["vp"]),

@@ -54,20 +54,9 @@ def mlp_data():
 
 
 @pytest.fixture(scope="module")
-def matmul_tir():
+def matmul_tir(naive_matmul):
     """C = A @ B, 64x64x64 float32, with an init block: two compact-AST leaves (init store, update store)."""
-    from tvm.script import tirx as T
-
-    @T.prim_func(s_tir=True)
-    def mm(A: T.Buffer((64, 64), "float32"), B: T.Buffer((64, 64), "float32"), C: T.Buffer((64, 64), "float32")):
-        for i, j, k in T.grid(64, 64, 64):
-            with T.sblock("C"):
-                vi, vj, vk = T.axis.remap("SSR", [i, j, k])
-                with T.init():
-                    C[vi, vj] = T.float32(0.0)
-                C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
-
-    return mm
+    return naive_matmul(64, 64, 64)
 
 
 @pytest.fixture(scope="module")
@@ -421,16 +410,16 @@ def test_program_matrix_pools_stores_and_leaves_by_hand():
     st[0, 0], st[1, 0], st[1, 5] = 1.0, 3.0, 2.0
     lv = np.zeros((3, LEAF_DIM), np.float32)
     lv[:, 1] = [4.0, -1.0, 2.0]
-    X = ProgramFeatures([lv], [np.arange(3)], [st], np.full((1, 19), 0.5, np.float32),
+    X = ProgramFeatures([lv], [np.arange(3)], [st], np.full((1, 21), 0.5, np.float32),
                         np.full((1, 11), 7.0, np.float32))
     A = program_matrix(X, use_device=True)
-    assert A.shape == (1, 2 * N_PER_STORE + 3 * LEAF_DIM + 2 + 19 + 11)
+    assert A.shape == (1, 2 * N_PER_STORE + 3 * LEAF_DIM + 2 + 21 + 11)
     row, o = A[0], 2 * N_PER_STORE
     assert (row[0], row[5], row[N_PER_STORE], row[N_PER_STORE + 5]) == (4.0, 2.0, 3.0, 2.0)  # sum, max of stores
     assert (row[o + 1], row[o + LEAF_DIM + 1], row[o + 2 * LEAF_DIM + 1]) == (5.0, 4.0, -1.0)  # leaf sum, max, min
     assert tuple(row[o + 3 * LEAF_DIM:o + 3 * LEAF_DIM + 2]) == (2, 3)
     assert np.count_nonzero(row[:o + 3 * LEAF_DIM]) == 7
-    assert (row[-30:-11] == 0.5).all() and (row[-11:] == 7.0).all()
+    assert (row[-32:-11] == 0.5).all() and (row[-11:] == 7.0).all()
     assert program_matrix(X).shape == (1, A.shape[1] - 11)  # without the device vector
 
 
@@ -515,7 +504,7 @@ def test_cdmpp_compact_base_drops_the_access_signature(cdmpp, mlp_data):
     seqs, _ = base._inputs(X.take([0]))
     want = (X.leaves[0][:, :32] - rows.mean(axis=0)) / std + positional_encoding(X.ordering[0], 32)
     np.testing.assert_allclose(seqs[0], want, rtol=1e-5, atol=1e-5)
-    assert base.net_.embed.in_features == 32 and cdmpp.net_.embed.in_features == 48
+    assert base.net_.embed.in_features == 32 and cdmpp.net_.embed.in_features == 50
     with pytest.raises(PerfcastError, match=r"leaf_features='ast' is not one of compact, compact_base, per_store"):
         get_model("cdmpp", **CDMPP, leaf_features="ast").fit(X.take(tr), y[tr], X.take(va), y[va])
 
@@ -567,6 +556,29 @@ def test_load_model_version_mismatch(saved_xgb, tmp_path, key, value, message):
     (d / "model.json").write_text(json.dumps(meta))
     with pytest.raises(PerfcastError, match=message):
         load_model(d)
+
+
+@pytest.mark.parametrize("name, params", [("cdmpp", dict(SMALL["cdmpp"], use_analytic=True)),
+                                          ("lgbm", dict(SMALL["lgbm"], features="program"))])
+def test_model_of_a_prior_feature_tag_reads_the_leading_columns(name, params, mlp_data, tmp_path):
+    """A model trained on an earlier feature tag that today's features extend by appended columns (`PRIOR_TAGS`)
+    loads, predicts from the leading columns of today's features exactly as before, and saves under its own tag."""
+    from perfcast.features.cache import FEATURE_TAG, PRIOR_TAGS
+
+    _, X, y, tr, _ = mlp_data
+    tag, dims = next(iter(PRIOR_TAGS.items()))
+    old = X.prefix(*dims)  # what that perfcast computed
+    assert (old.leaf_dim, old.analytic.shape[1]) == dims and dims < (X.leaf_dim, X.analytic.shape[1])
+    np.testing.assert_array_equal(old.leaves[0], X.leaves[0][:, :dims[0]])
+    m = get_model(name, **params).fit(old.take(tr), y[tr])
+    d = m.save(tmp_path / "m")
+    meta = json.loads((d / "model.json").read_text())
+    meta["feature_tag"] = tag
+    (d / "model.json").write_text(json.dumps(meta))
+    loaded = load_model(d)
+    np.testing.assert_allclose(loaded.predict(X), m.predict(old), rtol=1e-5)
+    assert tag != FEATURE_TAG
+    assert json.loads((loaded.save(tmp_path / "again") / "model.json").read_text())["feature_tag"] == tag
 
 
 # --------------------------------------------------------------------------------------------------------- workflow

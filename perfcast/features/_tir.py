@@ -74,7 +74,7 @@ class Leaf:
     # as an earlier one is left out): (element bytes, the buffer's bytes or None, per enclosing loop outermost
     # first the byte-address change when its var goes 0 -> 1 or None); empty for init stores (see `cache_traffic`)
     footprint: list = field(default_factory=list)
-    footprint_lines: list | None = None  # `footprint_table`'s cache
+    footprint_lines: dict | None = None  # `footprint_table`'s cache, per number of sets
 
     @property
     def float_ops(self) -> int:
@@ -489,6 +489,10 @@ class _Walker:
 
 
 LINE_BYTES = 64  # cache line
+L1_SETS = 64  # sets of a CPU's L1d (32 KiB 8-way, 48 KiB 12-way: both 64)
+# set-associative caches the features model (name, bytes, ways): the L1d of Zen 2-4 and of Ice Lake and later (64
+# sets each). Two L2s of 2048 sets (1 MiB 8-way, 2 MiB 16-way) were tried as well and not kept (README, Models).
+SET_ASSOC_CACHES = (("32KiB_8way", 32 << 10, 8), ("48KiB_12way", 48 << 10, 12))
 
 
 def access_lines(elem_bytes: int, size_bytes: int | None, moves, extents) -> int:
@@ -498,6 +502,16 @@ def access_lines(elem_bytes: int, size_bytes: int | None, moves, extents) -> int
     run; a move within the span of the last group of runs extends that group; a larger one repeats everything
     `extent` times at a new place. Lines = lines of the run x the product of the group counts, at most the buffer's
     lines. An unknown move counts as one element.
+    """
+    return access_geometry(elem_bytes, size_bytes, moves, extents)[0]
+
+
+def access_geometry(elem_bytes: int, size_bytes: int | None, moves, extents, n_sets: int = L1_SETS):
+    """(lines, sets): `access_lines`, and how many of a cache's `n_sets` sets (set = line index mod n_sets) those
+    lines fall into. The run's consecutive lines use consecutive sets; a group of `count` runs `stride` bytes apart
+    visits min(count, n_sets / gcd(stride / LINE_BYTES, n_sets)) set offsets when the stride is a whole number of
+    lines (a 4 KiB stride on 64 sets: one), min(count, n_sets) otherwise; the sets multiply, at most n_sets and at
+    most the lines. An access capped at its buffer's lines covers the buffer, whose lines are consecutive.
     """
     terms = sorted((abs(elem_bytes if m is None else m), e) for m, e in zip(moves, extents) if e > 1 and m != 0)
     run, groups = elem_bytes, []  # groups: [stride bytes, count]
@@ -509,41 +523,67 @@ def access_lines(elem_bytes: int, size_bytes: int | None, moves, extents) -> int
             g[1] += -(-move * (ext - 1) // g[0])
         else:
             groups.append([move, ext])
-    lines = -(-run // LINE_BYTES) * math.prod(c for _, c in groups)
-    return min(lines, -(-size_bytes // LINE_BYTES)) if size_bytes else lines
+    run_lines = -(-run // LINE_BYTES)
+    lines = run_lines * math.prod(c for _, c in groups)
+    sets = min(run_lines, n_sets)
+    for stride, count in groups:
+        period = n_sets // math.gcd(stride // LINE_BYTES, n_sets) if stride % LINE_BYTES == 0 else n_sets
+        sets *= min(count, period)
+    if size_bytes and lines > -(-size_bytes // LINE_BYTES):
+        lines = -(-size_bytes // LINE_BYTES)
+        return lines, min(lines, n_sets)
+    return lines, min(sets, n_sets, lines)
 
 
-def cache_traffic(leaves, capacity_bytes: float) -> float:
-    """Bytes moved into a fully associative LRU cache of `capacity_bytes` (lines of `LINE_BYTES`), estimated per
-    store from its loop nest (the stack-distance footprint model).
+def cache_traffic(leaves, capacity_bytes: float, ways: int | None = None) -> float:
+    """Bytes moved into an LRU cache of `capacity_bytes` (lines of `LINE_BYTES`), estimated per store from its loop
+    nest (the stack-distance footprint model); fully associative, or with `ways` ways per set.
 
     For a store in loops l_0..l_{n-1} (outermost first), FP[d] is the bytes of the distinct lines all its accesses
     touch while loops l_d.. run once. The smallest d with FP[d] <= capacity is the outermost loop body that fits:
     each time loop l_{d-1} runs, an access moves in the lines it touches during that run once (its iterations reuse
     each other's lines, FP[d] apart); l_{d-1} runs prod(extents of l_0..l_{d-2}) times. If the whole nest fits,
     that is every line once. Stores are summed (no reuse between stores).
+
+    With `ways` (capacity / (LINE_BYTES x ways) sets), a body fits when its fullest set holds at most `ways` lines:
+    an access's lines spread evenly over the sets they use (`access_geometry`), different accesses' sets are
+    unrelated (each adds lines / sets to every set on average), so the fullest set holds the mean plus the largest
+    excess of one access over its mean share. A column walk whose row is a multiple of 4 KiB puts all its lines in
+    one set of a 64-set L1: the fully associative model keeps them, an 8-way cache keeps 8.
     """
+    n_sets = None if ways is None else max(int(capacity_bytes // (LINE_BYTES * ways)), 1)
     total = 0.0
     for leaf in leaves:
         if not leaf.footprint:
             continue
-        table = footprint_table(leaf)  # table[d]: each access's lines while loops l_d.. run once
+        table = footprint_table(leaf, n_sets)  # table[d]: each access's (lines, sets) while loops l_d.. run once
         ext = [x.extent for x in leaf.loops]
+
+        def fits(row) -> bool:
+            if n_sets is None:
+                return sum(n for n, _ in row) * LINE_BYTES <= capacity_bytes
+            mean = sum(n for n, _ in row) / n_sets
+            return mean + max(n / s - n / n_sets for n, s in row) <= ways
+
         d = len(ext)
-        while d > 0 and sum(table[d - 1]) * LINE_BYTES <= capacity_bytes:
+        while d > 0 and fits(table[d - 1]):
             d -= 1
-        total += sum(table[max(d - 1, 0)]) * LINE_BYTES * math.prod(ext[:max(d - 1, 0)])
+        total += sum(n for n, _ in table[max(d - 1, 0)]) * LINE_BYTES * math.prod(ext[:max(d - 1, 0)])
     return total
 
 
-def footprint_table(leaf) -> list[list[int]]:
-    """Per depth d = 0..len(loops): each footprint access's distinct lines while loops l_d.. run once (cached on
-    the leaf)."""
+def footprint_table(leaf, n_sets: int | None = None) -> list[list[tuple[int, int]]]:
+    """Per depth d = 0..len(loops): each footprint access's (distinct lines, sets of `n_sets` (default `L1_SETS`)
+    they use) while loops l_d.. run once (cached on the leaf per number of sets)."""
+    n_sets = n_sets or L1_SETS
     if leaf.footprint_lines is None:
+        leaf.footprint_lines = {}
+    if n_sets not in leaf.footprint_lines:
         ext = [x.extent for x in leaf.loops]
-        leaf.footprint_lines = [[access_lines(eb, size, moves[d:], ext[d:]) for eb, size, moves in leaf.footprint]
-                                for d in range(len(ext) + 1)]
-    return leaf.footprint_lines
+        leaf.footprint_lines[n_sets] = [
+            [access_geometry(eb, size, moves[d:], ext[d:], n_sets) for eb, size, moves in leaf.footprint]
+            for d in range(len(ext) + 1)]
+    return leaf.footprint_lines[n_sets]
 
 
 _LAST_WALK: list = [None, None]  # [PrimFunc, Walk] of the last call: a program's extractors share one walk

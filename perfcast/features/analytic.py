@@ -5,10 +5,12 @@ runs, which is the product of its enclosing loops' trip counts, except that a re
 run again for loops whose variable feeds only the block's reduction variables (a (M,N,K) matmul's init runs M*N
 times, its update M*N*K times). Block predicates (`T.where`) are ignored and a non-constant extent counts as 1.
 
-Version 2 adds memory-hierarchy figures: the bytes of distinct cache lines the program touches and the bytes caches
+Version 2 added memory-hierarchy figures: the bytes of distinct cache lines the program touches and the bytes caches
 of seven capacities (16 KiB to 64 MiB) would move in, from a stack-distance footprint model of each store's loop
 nest (`_tir.cache_traffic`). TVM's unscheduled kernels are where this matters most: a naive matmul whose weight
 matrix outgrows a cache level runs several times slower per FLOP, which operation counts alone cannot tell.
+Version 3 adds the same traffic into set-associative L1 caches (64 sets of 8 or 12 ways): a walk down a weight
+matrix whose rows are a multiple of 2 or 4 KiB falls into one or two sets.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import math
 
 import numpy as np
 
-from ._tir import FOR_PARALLEL, FOR_VECTORIZED, arg_buffer_bytes, cache_traffic, walk
+from ._tir import SET_ASSOC_CACHES, FOR_PARALLEL, FOR_VECTORIZED, arg_buffer_bytes, cache_traffic, walk
 from .base import FeatureExtractor, as_primfunc, register
 
 CACHE_CAPACITIES = tuple((f"{kib}KiB" if kib < 1024 else f"{kib // 1024}MiB", kib * 1024)
@@ -38,6 +40,9 @@ ANALYTIC_FEATURES = (
     # bytes a fully associative LRU cache of that capacity would move in (`_tir.cache_traffic`: a stack-distance
     # footprint model over each store's loop nest); the device features say which capacities a device has
     *(f"traffic_bytes_{name}" for name, _ in CACHE_CAPACITIES),
+    # the same into a set-associative L1 (`_tir.SET_ASSOC_CACHES`: 64 sets of 8 or 12 ways): conflict misses of
+    # strides that are a multiple of 2 or 4 KiB (`_tir.cache_traffic(..., ways)`)
+    *(f"traffic_bytes_{name}" for name, _, _ in SET_ASSOC_CACHES),
 )
 
 
@@ -51,13 +56,14 @@ def _max_kind_product(w, kind: int) -> float:
 
 @register
 class AnalyticExtractor(FeatureExtractor):
-    """Static figures of a program -> float64 vector of length 19 (`ANALYTIC_FEATURES`).
+    """Static figures of a program -> float64 vector of length 21 (`ANALYTIC_FEATURES`).
 
     With `log=True` every entry x becomes log2(1 + x).
     """
 
     name = "analytic"
-    version = 2  # 2: footprint and cache traffic at seven capacities
+    version = 3  # 2: footprint and cache traffic at seven capacities; 3: set-associative L1 traffic (two columns
+    # appended: version 2's features are the first 19, `cache.PRIOR_TAGS`)
     ndim = 1
 
     def __init__(self, log: bool = False):
@@ -90,6 +96,7 @@ class AnalyticExtractor(FeatureExtractor):
             "arg_bytes": float(arg_buffer_bytes(func)),
             "footprint_bytes": cache_traffic(w.leaves, math.inf),
             **{f"traffic_bytes_{name}": cache_traffic(w.leaves, cap) for name, cap in CACHE_CAPACITIES},
+            **{f"traffic_bytes_{name}": cache_traffic(w.leaves, cap, ways) for name, cap, ways in SET_ASSOC_CACHES},
         }
 
     def extract(self, program) -> np.ndarray:

@@ -2,10 +2,10 @@
 
 `ProgramFeatures` holds, for n programs, the three program feature sets every model reads:
 
-- `leaves`   n arrays (n_leaves, 48): the compact AST's raw leaf vectors (`LEAF_FEATURES`, no positional encoding)
+- `leaves`   n arrays (n_leaves, 50): the compact AST's raw leaf vectors (`LEAF_FEATURES`, no positional encoding)
 - `ordering` n arrays (n_leaves,): the compact AST's ordering vector (models add the positional encoding)
 - `stores`   n arrays (n_stores, 164): TVM's PerStoreFeature rows
-- `analytic` (n, 19): `ANALYTIC_FEATURES` as log2(1 + x)
+- `analytic` (n, 21): `ANALYTIC_FEATURES` as log2(1 + x)
 - `device`   (n, 11): `DEVICE_FEATURES` of the device each program ran (or will run) on
 
 `dataset_features(ds, records)` computes them for a dataset's records, once: the result of every records partition
@@ -37,6 +37,10 @@ N_ANALYTIC = len(AnalyticExtractor().feature_names())
 N_DEVICE = len(DeviceExtractor().feature_names())
 FEATURE_TAG = (f"ca{CompactASTExtractor.version}-ps{PerStoreExtractor.version}-an{AnalyticExtractor.version}"
                f"-dev{DeviceExtractor.version}")
+# Earlier feature tags whose features are the leading columns of today's (the versions since only appended columns):
+# tag -> (compact-AST leaf columns, analytic columns). A model trained on one of them still loads and predicts; it
+# reads `ProgramFeatures.prefix(...)` of today's features.
+PRIOR_TAGS = {"ca5-ps1-an2-dev1": (48, 19)}
 
 
 @dataclass
@@ -51,6 +55,18 @@ class ProgramFeatures:
 
     def __len__(self) -> int:
         return len(self.leaves)
+
+    @property
+    def leaf_dim(self) -> int:
+        """Columns of the leaf vectors (`LEAF_DIM`, or fewer in a `prefix` view)."""
+        return self.leaves[0].shape[1] if self.leaves and np.ndim(self.leaves[0]) == 2 else LEAF_DIM
+
+    def prefix(self, leaf_dim: int, analytic_dim: int) -> "ProgramFeatures":
+        """The features an earlier feature tag computed (see `PRIOR_TAGS`): the leading columns."""
+        if self.leaf_dim == leaf_dim and self.analytic.shape[1] == analytic_dim:
+            return self
+        return ProgramFeatures([a[:, :leaf_dim] for a in self.leaves], self.ordering, self.stores,
+                               self.analytic[:, :analytic_dim], self.device)
 
     def take(self, idx) -> "ProgramFeatures":
         idx = np.asarray(idx, dtype=np.int64)

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._tir import ACCESS_LOOPS, FOR_PARALLEL, FOR_THREAD, FOR_UNROLLED, FOR_VECTORIZED, cache_traffic, lg, walk
+from ._tir import (ACCESS_LOOPS, SET_ASSOC_CACHES, FOR_PARALLEL, FOR_THREAD, FOR_UNROLLED, FOR_VECTORIZED, cache_traffic, lg,
+                   walk)
 from .base import FeatureExtractor, as_primfunc, register
 
 INNER_LOOPS = 4
@@ -70,8 +71,12 @@ LEAF_FEATURES = (
     # outgrows which cache level (the analytic features sum it over the program)
     "log2p1_leaf_footprint_bytes",  # log2(1 + bytes of the distinct lines its accesses touch)
     *(f"log2p1_leaf_traffic_bytes_{name}" for name, _ in LEAF_CACHE_CAPACITIES),  # log2(1 + bytes moved in)
+    # the same into a set-associative L1 (`_tir.SET_ASSOC_CACHES`: 64 sets of 8 or 12 ways; `cache_traffic(...,
+    # ways)`): a column walk whose row is a multiple of 2 or 4 KiB lands in 1-2 sets and keeps only `ways` lines
+    # there, so it misses where a fully associative cache of that size hits (2-7x slower untuned matmuls on Zen 4)
+    *(f"log2p1_leaf_traffic_bytes_{name}" for name, _, _ in SET_ASSOC_CACHES),
 )
-D = len(LEAF_FEATURES)  # 48
+D = len(LEAF_FEATURES)  # 50
 D_BASE = LEAF_FEATURES.index("log2_iter_extent_0")  # 32: the columns before the access signature
 STRIDE_LINE_BYTES = 64
 STRIDE_POW2_CAP = 16
@@ -135,20 +140,22 @@ def leaf_vector(leaf) -> list[float]:
         row += [lg(extent), float(cls), vec / n_loads if n_loads else 0.0,
                 math.log2(1 + max((abs(m) for m in load_moves), default=0))]
     row += [math.log2(1 + cache_traffic([leaf], cap)) for cap in (math.inf, *(c for _, c in LEAF_CACHE_CAPACITIES))]
+    row += [math.log2(1 + cache_traffic([leaf], cap, ways)) for _, cap, ways in SET_ASSOC_CACHES]
     return [float(x) for x in row]
 
 
 @register
 class CompactASTExtractor(FeatureExtractor):
-    """CDMPP compact AST of a program -> float64 array of shape (n_leaves, 48).
+    """CDMPP compact AST of a program -> float64 array of shape (n_leaves, 50).
 
-    Row i is leaf i's computation vector (columns `LEAF_FEATURES`, D = 48) plus the sinusoidal positional
+    Row i is leaf i's computation vector (columns `LEAF_FEATURES`, D = 50) plus the sinusoidal positional
     encoding of its ordering-vector entry (theta = 10000, d = D). `compact_ast(program)` returns the pieces.
     """
 
     name = "compact_ast"
-    version = 5  # 2: the two load-stride columns; 3: strides along the innermost loop with extent > 1; 4: the
-    # access signature of the three innermost iterating loops; 5: the store's cache footprint and traffic
+    version = 6  # 2: the two load-stride columns; 3: strides along the innermost loop with extent > 1; 4: the
+    # access signature of the three innermost iterating loops; 5: the store's cache footprint and traffic; 6: the
+    # set-associative L1 traffic (two columns appended: version 5's features are the first 48, `cache.PRIOR_TAGS`)
     ndim = 2
 
     def feature_names(self) -> list[str]:

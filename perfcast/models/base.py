@@ -69,6 +69,12 @@ class CostModel:
             return np.zeros(0)
         return np.asarray(self._predict(X), dtype=np.float64) * self.scale(X)
 
+    def _view(self, X):
+        """X as this model reads it: today's features, or their leading columns for a model loaded from an earlier
+        compatible feature tag (`features.cache.PRIOR_TAGS`)."""
+        dims = getattr(self, "input_dims_", None)
+        return X if dims is None else X.prefix(*dims)
+
     def scale(self, X) -> np.ndarray:
         """(n,) divisor of the latencies the model regresses (`target_scale` parameter; 1 without it): `_fit` sees
         latency / scale and `_predict` returns it, `fit` and `predict` take and give seconds."""
@@ -81,7 +87,8 @@ class CostModel:
 
         p = Path(path)
         p.mkdir(parents=True, exist_ok=True)
-        meta = {"format": MODEL_FORMAT, "name": self.name, "params": self.params, "feature_tag": FEATURE_TAG,
+        tag = getattr(self, "feature_tag_", FEATURE_TAG)  # a model loaded from a prior tag keeps reading it
+        meta = {"format": MODEL_FORMAT, "name": self.name, "params": self.params, "feature_tag": tag,
                 "perfcast_version": __version__, "n_train": self.n_train_, "info": getattr(self, "info_", {})}
         meta["state"] = self._save_state(p)
         (p / MODEL_FILE).write_text(json.dumps(meta, indent=1))
@@ -147,7 +154,7 @@ def get_model(name: str, **params) -> CostModel:
 
 def load_model(path=None) -> CostModel:
     """A trained model from its directory (default: the bundled model)."""
-    from ..features.cache import FEATURE_TAG
+    from ..features.cache import FEATURE_TAG, PRIOR_TAGS
 
     p = Path(path) if path is not None else paths.bundled_model_dir()
     f = p / MODEL_FILE
@@ -161,7 +168,8 @@ def load_model(path=None) -> CostModel:
     if meta.get("format") != MODEL_FORMAT:
         raise PerfcastError(f"model {str(p)!r} has format {meta.get('format')}, this perfcast reads {MODEL_FORMAT}; "
                             "retrain it with `perfcast train`")
-    if meta.get("feature_tag") != FEATURE_TAG:
+    tag = meta.get("feature_tag")
+    if tag != FEATURE_TAG and tag not in PRIOR_TAGS:
         raise PerfcastError(f"model {str(p)!r} was trained on features {meta.get('feature_tag')}, this perfcast "
                             f"computes {FEATURE_TAG}; retrain it with `perfcast train` (perfcast "
                             f"{meta.get('perfcast_version')} reads it as it is)")
@@ -169,4 +177,6 @@ def load_model(path=None) -> CostModel:
     model._load_state(p, meta["state"])
     model.n_train_ = meta["n_train"]
     model.info_ = meta.get("info", {})
+    if tag != FEATURE_TAG:
+        model.feature_tag_, model.input_dims_ = tag, PRIOR_TAGS[tag]
     return model

@@ -1,8 +1,8 @@
 """CDMPP's predictor (Hu et al., "CDMPP: A Device-Model Agnostic Framework for Latency Prediction of Tensor
 Programs", EuroSys'24, §4-5 and Fig. 4).
 
-    compact AST leaves (L, 48) --standardize, + positional encoding of the ordering vector (Θ = 10000)-->
-    Linear(48 -> d) --> Transformer encoder (layers x heads) --> h (L, d)
+    compact AST leaves (L, 50) --standardize, + positional encoding of the ordering vector (Θ = 10000)-->
+    Linear(50 -> d) --> Transformer encoder (layers x heads) --> h (L, d)
     z_x = Linear_L(flatten h)        one linear layer per leaf count L seen in training (no padding)
         + Linear(d -> z)(mean h)     a shared path, so leaf counts never seen in training still get a z_x
     z_v = MLP(device features (11))
@@ -13,9 +13,9 @@ During training the leaf-count path is dropped for a random `head_dropout` share
 the shared path alone also predicts well (it is all a program with a new leaf count gets). `use_pe=False` is the
 paper's "w/o PE" ablation (Fig. 14a). `use_analytic=True` (a perfcast extension, off by default) adds an MLP
 of the program-level static figures (FLOPs, bytes, trip counts) to z_x. `leaf_features="per_store"` uses TVM's
-164-d per-store (Ansor) feature rows as the leaf sequence instead of the 48-d compact-AST vectors (CDMPP builds its
+164-d per-store (Ansor) feature rows as the leaf sequence instead of the 50-d compact-AST vectors (CDMPP builds its
 leaf vectors on Ansor's statement features), with the positional encoding of the rows' order;
-`leaf_features="compact_base"` keeps the compact AST's first 32 columns: without the 12 access-signature and the 4
+`leaf_features="compact_base"` keeps the compact AST's first 32 columns: without the 12 access-signature and the 6
 per-store cache columns (an ablation of those perfcast additions).
 """
 
@@ -91,8 +91,9 @@ class CDMPPModel(TorchCostModel):
 
     def _leaves(self, X) -> tuple[list, list, int]:
         """(per-program leaf rows, their ordering vectors, row width) for the chosen `leaf_features`."""
+        X = self._view(X)
         if self.params["leaf_features"] == "compact":
-            return X.leaves, X.ordering, LEAF_DIM
+            return X.leaves, X.ordering, X.leaf_dim
         if self.params["leaf_features"] == "compact_base":  # ablation: without the access-signature columns
             return [a[:, :D_BASE] for a in X.leaves], X.ordering, D_BASE
         if self.params["leaf_features"] == "per_store":
@@ -102,6 +103,7 @@ class CDMPPModel(TorchCostModel):
 
     def _fit_inputs(self, X) -> None:
         rows, _, width = self._leaves(X)
+        X = self._view(X)
         self.leaf_norm_ = Standardizer().fit(np.concatenate(rows) if len(X) else np.zeros((0, width)))
         self.device_norm_ = Standardizer().fit(X.device)
         self.analytic_norm_ = Standardizer().fit(X.analytic)
@@ -119,7 +121,7 @@ class CDMPPModel(TorchCostModel):
             seqs.append(s)
         vec = self.device_norm_(X.device)
         if self.params["use_analytic"]:
-            vec = np.concatenate([vec, self.analytic_norm_(X.analytic)], axis=1)
+            vec = np.concatenate([vec, self.analytic_norm_(self._view(X).analytic)], axis=1)
         return seqs, vec
 
     def _build_net(self, X):

@@ -34,10 +34,9 @@ def store_matrix(X, use_device: bool = False) -> np.ndarray:
 
 
 def program_matrix(X, use_device: bool = False) -> np.ndarray:
-    """(n, 2 * 164 + 3 * 48 + 2 + 19 [+ 11]) for `features="program"`: per program, the per-store
+    """(n, 2 * 164 + 3 * 50 + 2 + 21 [+ 11]) for `features="program"`: per program, the per-store
     features summed and their maximum over stores, the compact-AST leaf vectors summed, maximum and minimum over
     leaves, the number of stores and of leaves, the analytic features [, the device vector]."""
-    from ..features.cache import LEAF_DIM
     from ..features.per_store import N_PER_STORE
 
     def pooled(a, width, ops):
@@ -45,9 +44,9 @@ def program_matrix(X, use_device: bool = False) -> np.ndarray:
         return [op(a, axis=0) if len(a) else np.zeros(width, np.float32) for op in ops]
 
     rows = [np.concatenate([*pooled(st, N_PER_STORE, (np.sum, np.max)),
-                            *pooled(lv, LEAF_DIM, (np.sum, np.max, np.min)), [len(st), len(lv)]])
+                            *pooled(lv, X.leaf_dim, (np.sum, np.max, np.min)), [len(st), len(lv)]])
             for st, lv in zip(X.stores, X.leaves)]
-    A = np.stack(rows).astype(np.float32) if rows else np.zeros((0, 2 * N_PER_STORE + 3 * LEAF_DIM + 2), np.float32)
+    A = np.stack(rows).astype(np.float32) if rows else np.zeros((0, 2 * N_PER_STORE + 3 * X.leaf_dim + 2), np.float32)
     parts = [A, np.asarray(X.analytic, np.float32).reshape(len(A), -1)]
     if use_device:
         parts.append(np.asarray(X.device, np.float32).reshape(len(A), -1))
@@ -71,7 +70,7 @@ class _GBDT(CostModel):
             raise UnknownNameError("feature set", self.params["features"], list(FEATURE_SETS))
 
     def _matrix(self, X) -> np.ndarray:
-        return FEATURE_SETS[self.params["features"]](X, self.params["use_device"])
+        return FEATURE_SETS[self.params["features"]](self._view(X), self.params["use_device"])
 
     def _fit(self, X, y, X_val, y_val) -> None:
         self.target_ = TargetTransform(self.params["target"]).fit(y)
