@@ -19,7 +19,7 @@ import math
 
 import numpy as np
 
-from ._tir import SET_ASSOC_CACHES, FOR_PARALLEL, FOR_VECTORIZED, arg_buffer_bytes, cache_traffic, walk
+from ._tir import FOR_PARALLEL, FOR_VECTORIZED, SET_ASSOC_CACHES, arg_buffer_bytes, cache_traffic, walk
 from .base import FeatureExtractor, as_primfunc, register
 
 CACHE_CAPACITIES = tuple((f"{kib}KiB" if kib < 1024 else f"{kib // 1024}MiB", kib * 1024)

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._tir import (ACCESS_LOOPS, SET_ASSOC_CACHES, FOR_PARALLEL, FOR_THREAD, FOR_UNROLLED, FOR_VECTORIZED, cache_traffic, lg,
-                   walk)
+from ._tir import (ACCESS_LOOPS, FOR_PARALLEL, FOR_THREAD, FOR_UNROLLED, FOR_VECTORIZED, SET_ASSOC_CACHES,
+                   cache_traffic, lg, walk)
 from .base import FeatureExtractor, as_primfunc, register
 
 INNER_LOOPS = 4
