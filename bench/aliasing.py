@@ -11,9 +11,10 @@ a fused epilogue) are grouped by the number of L1 sets their column walk uses: 6
 `load_stride_pow2` column (k: the largest power of two dividing a load's byte move of a line or more; the program's
 maximum over its leaves, read from the feature cache). Per group: kernels, median measured ns per multiply-add, and
 per model the median of measured / predicted (above 1 = under-predicted). No measuring: it reads the dataset and
-cached features.
+cached features. `--by-k` splits each group by the reduction length K (powers of two: K in [2^j, 2^(j+1))), which
+shows where the cost jumps: how many of the column's lines a cache level can keep in its sets.
 
-    python bench/aliasing.py [--model DIR] [--compare DIR ...] [--data DIR] [--json]
+    python bench/aliasing.py [--model DIR] [--compare DIR ...] [--data DIR] [--by-k] [--json]
 """
 
 from __future__ import annotations
@@ -23,13 +24,11 @@ import json
 
 import numpy as np
 
-L1_SETS = 64
-
-
 def l1_sets(leaves: np.ndarray) -> int:
     """L1 sets (of 64, lines of 64 bytes) the program's most power-of-two-aligned load walk touches, from its
     compact-AST leaf rows: 2^k bytes apart with k >= 6 lands in 64 / 2^(k - 6) sets; no such load (k = 0) spreads
     over all."""
+    from perfcast.features._tir import L1_SETS
     from perfcast.features.compact_ast import LEAF_FEATURES, STRIDE_LINE_BYTES
 
     rows = np.asarray(leaves, dtype=np.float64).reshape(-1, len(LEAF_FEATURES))
@@ -54,6 +53,7 @@ def main() -> None:
     ap.add_argument("--model", default=None, help="model directory (default: the bundled model)")
     ap.add_argument("--compare", action="append", default=[], help="another model directory (repeatable)")
     ap.add_argument("--data", default=None, help="dataset directory (default: the bundled dataset)")
+    ap.add_argument("--by-k", action="store_true", help="split each group by K (power-of-two buckets)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
 
@@ -73,25 +73,28 @@ def main() -> None:
     y = sub.latency_s.to_numpy()
     macs = np.array([m * k * n for m, k, n in mnk.iloc[idx]], dtype=float)
     sets = np.array([l1_sets(X.leaves[i]) for i in idx])
+    kbin = (np.array([1 << (k.bit_length() - 1) for _, k, _ in mnk.iloc[idx]]) if a.by_k  # K's power-of-two bucket
+            else np.zeros(len(idx), dtype=int))
     names = [a.model or "bundled", *a.compare]
     ratio = {nm: y / load_model(p).predict(X.take(idx)) for nm, p in zip(names, [a.model, *a.compare])}
     out = {}
     for dev in sorted(set(sub.device_key)):
-        for s in sorted(set(sets)):
-            mask = (sub.device_key == dev).to_numpy() & (sets == s)
+        for s, kb in sorted(set(zip(sets.tolist(), kbin.tolist()))):
+            mask = (sub.device_key == dev).to_numpy() & (sets == s) & (kbin == kb)
             if mask.sum() == 0:
                 continue
-            out.setdefault(dev, {})[int(s)] = {
+            out.setdefault(dev, {})[f"{s}" + (f" K>={kb}" if a.by_k else "")] = {
                 "kernels": int(mask.sum()), "ns_per_mac": float(np.median(y[mask] / macs[mask] * 1e9)),
                 "measured_over_predicted": {nm: float(np.median(r[mask])) for nm, r in ratio.items()}}
     if a.json:
         print(json.dumps(out, indent=1))
         return
-    print(f"{'device':50s} {'L1 sets':>7s} {'kernels':>7s} {'ns/MAC':>7s}  measured / predicted ({', '.join(names)})")
+    head = "L1 sets" + (", K" if a.by_k else "")
+    print(f"{'device':50s} {head:>14s} {'kernels':>7s} {'ns/MAC':>7s}  measured / predicted ({', '.join(names)})")
     for dev, groups in out.items():
         for s, g in groups.items():
             rs = "  ".join(f"{v:5.2f}" for v in g["measured_over_predicted"].values())
-            print(f"{dev[:50]:50s} {s:7d} {g['kernels']:7d} {g['ns_per_mac']:7.2f}  {rs}")
+            print(f"{dev[:50]:50s} {s:>14s} {g['kernels']:7d} {g['ns_per_mac']:7.2f}  {rs}")
 
 
 if __name__ == "__main__":

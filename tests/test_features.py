@@ -296,9 +296,9 @@ def test_cache_traffic_by_hand(progs):
     (2, None, [None], [64], 2),  # an unknown move counts as one element: 64 x 2 B
 ])
 def test_access_lines(elem, size, moves, extents, lines):
-    from perfcast.features._tir import access_lines
+    from perfcast.features._tir import access_geometry
 
-    assert access_lines(elem, size, moves, extents) == lines
+    assert access_geometry(elem, size, moves, extents)[0] == lines
 
 
 @pytest.mark.parametrize("elem, size, moves, extents, lines, sets", [
@@ -312,10 +312,9 @@ def test_access_lines(elem, size, moves, extents, lines):
     (4, 1024, [4096], [100], 16, 16),  # capped at the buffer's 16 lines, which are consecutive
 ])
 def test_access_geometry(elem, size, moves, extents, lines, sets):
-    from perfcast.features._tir import access_geometry, access_lines
+    from perfcast.features._tir import access_geometry
 
     assert access_geometry(elem, size, moves, extents, 64) == (lines, sets)
-    assert access_lines(elem, size, moves, extents) == lines
 
 
 def test_set_associative_traffic_of_a_column_walk(naive_matmul):

@@ -495,20 +495,16 @@ L1_SETS = 64  # sets of a CPU's L1d (32 KiB 8-way, 48 KiB 12-way: both 64)
 SET_ASSOC_CACHES = (("32KiB_8way", 32 << 10, 8), ("48KiB_12way", 48 << 10, 12))
 
 
-def access_lines(elem_bytes: int, size_bytes: int | None, moves, extents) -> int:
-    """Distinct cache lines one access touches while loops of `extents` run (their byte-address changes `moves`).
+def access_geometry(elem_bytes: int, size_bytes: int | None, moves, extents, n_sets: int = L1_SETS):
+    """(lines, sets): the distinct cache lines one access touches while loops of `extents` run (their byte-address
+    changes `moves`), and how many of a cache's `n_sets` sets (set = line index mod n_sets) those lines fall into.
 
-    Loops are taken by increasing |move|: a move within the contiguous run so far, or within a line, extends the
-    run; a move within the span of the last group of runs extends that group; a larger one repeats everything
+    Lines: loops are taken by increasing |move|: a move within the contiguous run so far, or within a line, extends
+    the run; a move within the span of the last group of runs extends that group; a larger one repeats everything
     `extent` times at a new place. Lines = lines of the run x the product of the group counts, at most the buffer's
     lines. An unknown move counts as one element.
-    """
-    return access_geometry(elem_bytes, size_bytes, moves, extents)[0]
 
-
-def access_geometry(elem_bytes: int, size_bytes: int | None, moves, extents, n_sets: int = L1_SETS):
-    """(lines, sets): `access_lines`, and how many of a cache's `n_sets` sets (set = line index mod n_sets) those
-    lines fall into. The run's consecutive lines use consecutive sets; a group of `count` runs `stride` bytes apart
+    Sets: the run's consecutive lines use consecutive sets; a group of `count` runs `stride` bytes apart
     visits min(count, n_sets / gcd(stride / LINE_BYTES, n_sets)) set offsets when the stride is a whole number of
     lines (a 4 KiB stride on 64 sets: one), min(count, n_sets) otherwise; the sets multiply, at most n_sets and at
     most the lines. An access capped at its buffer's lines covers the buffer, whose lines are consecutive.
@@ -558,18 +554,18 @@ def cache_traffic(leaves, capacity_bytes: float, ways: int | None = None) -> flo
             continue
         table = footprint_table(leaf, n_sets)  # table[d]: each access's (lines, sets) while loops l_d.. run once
         ext = [x.extent for x in leaf.loops]
-
-        def fits(row) -> bool:
-            if n_sets is None:
-                return sum(n for n, _ in row) * LINE_BYTES <= capacity_bytes
-            mean = sum(n for n, _ in row) / n_sets
-            return mean + max(n / s - n / n_sets for n, s in row) <= ways
-
         d = len(ext)
-        while d > 0 and fits(table[d - 1]):
+        while d > 0 and _fits(table[d - 1], capacity_bytes, n_sets, ways):
             d -= 1
         total += sum(n for n, _ in table[max(d - 1, 0)]) * LINE_BYTES * math.prod(ext[:max(d - 1, 0)])
     return total
+
+
+def _fits(row, capacity_bytes: float, n_sets: int | None, ways: int | None) -> bool:
+    """Whether one loop body's accesses, `row` = [(lines, sets)], stay in the cache (see `cache_traffic`)."""
+    if n_sets is None:
+        return sum(n for n, _ in row) * LINE_BYTES <= capacity_bytes
+    return sum(n for n, _ in row) / n_sets + max(n / s - n / n_sets for n, s in row) <= ways
 
 
 def footprint_table(leaf, n_sets: int | None = None) -> list[list[tuple[int, int]]]:
