@@ -18,6 +18,7 @@ from scipy import stats
 from perfcast.errors import PerfcastError, UnknownNameError
 from perfcast.eval.metrics import mape
 from perfcast.models import LOSSES, TRANSFORMS, TargetTransform, get_model, list_models, load_model
+from perfcast.models.ensemble import RESIDUAL_DEFAULTS
 from perfcast.models.losses import make_loss
 
 # small, fast parameters of every registered model (a new model must add an entry: see test_small_params_cover...)
@@ -330,6 +331,34 @@ def test_ensemble_is_the_geometric_mean_of_its_members(mlp_data):
     assert ens.latent(X).shape == (len(y), SMALL["cdmpp"]["z_dim"] + ens.members_[1].latent(X.take([0])).shape[1])
 
 
+def test_ensemble_residual_stage_on_members_from_a_saved_ensemble(mlp_data, tmp_path):
+    """members_from reuses a saved ensemble's members as they are; residual fits lgbm to measured / members' mean
+    (the independent reference: that lgbm fitted by hand on the ratio) and multiplies it in; save/load keeps it."""
+    _, X, y, tr, va = mlp_data
+    base = get_model("ensemble", **SMALL["ensemble"]).fit(X.take(tr), y[tr], X.take(va), y[va])
+    base.save(tmp_path / "base")
+    stage = {"n_estimators": 30, "early_stopping": 5}
+    ens = get_model("ensemble", **SMALL["ensemble"], members_from=str(tmp_path / "base"), residual=stage).fit(
+        X.take(tr), y[tr], X.take(va), y[va])
+    m = base.predict(X)
+    ref = get_model("lgbm", **{**RESIDUAL_DEFAULTS, **stage, "seed": 0, "threads": 1}).fit(
+        X.take(tr), y[tr] / m[tr], X.take(va), y[va] / m[va])
+    np.testing.assert_allclose(ens.predict(X), m * ref.predict(X), rtol=1e-6)
+    assert not np.allclose(ens.predict(X), m, rtol=1e-3)  # the stage changes the predictions
+    # it is fitted to the training programs' residual: their log error shrinks
+    err = lambda p: np.mean(np.abs(np.log(p[tr] / y[tr])))  # noqa: E731
+    assert err(ens.predict(X)) < err(m)
+    assert ens.info_["members_from"] == str(tmp_path / "base") and 1 <= ens.info_["residual"]["trees"] <= 30
+    ens.save(tmp_path / "stacked")
+    np.testing.assert_allclose(load_model(tmp_path / "stacked").predict(X), ens.predict(X), rtol=1e-9)
+    with pytest.raises(PerfcastError, match=r"ensemble residual 3 must be a dict of lgbm parameters, e\.g\. --param"):
+        get_model("ensemble", **SMALL["ensemble"], members_from=str(tmp_path / "base"), residual=3).fit(
+            X.take(tr), y[tr])
+    ref.save(tmp_path / "tree")
+    with pytest.raises(PerfcastError, match=r"members_from '.*tree' is a 'lgbm' model, not an ensemble; pass a"):
+        get_model("ensemble", members_from=str(tmp_path / "tree")).fit(X.take(tr), y[tr])
+
+
 @pytest.mark.parametrize("members, message", [
     ("cdmpp", r"ensemble members \[\['cdmpp', \{\}\]\] must list at least two models"),
     ([["cdmpp", {}], ["nosuch", {}]], r"ensemble member 'nosuch' is not a model; known: cdmpp, lgbm, mlp, xgb"),
@@ -427,6 +456,26 @@ def test_unknown_tree_feature_set():
     with pytest.raises(UnknownNameError, match=r"unknown feature set 'ast'; known: per_store, program"):
         get_model("lgbm", features="ast")
 
+
+
+@pytest.mark.parametrize("name", ["lgbm", "xgb"])
+def test_tree_objective_mape_fits_the_mape_optimal_constant(name, mlp_data):
+    """Seven copies of one program (no split possible): the l2 trees on log latency predict the geometric mean,
+    the mape trees the minimiser of the mean absolute percentage error, the median weighted by 1/y (by hand: weights
+    1, 1, 1, 1/2, 1/3, 1/5, 1/8 of total 4.16; the three 1 ms points hold 3 > 4.16 / 2 of it: 1 ms)."""
+    _, X, _, _, _ = mlp_data
+    same = X.take([0] * 7)
+    y = np.array([1, 1, 1, 2, 3, 5, 8]) * 1e-3
+    # all rows in every tree (no bagging noise); xgb adds single-leaf trees: let them converge
+    fast = dict(n_estimators=300, learning_rate=0.3, subsample=1.0, threads=1)
+    l2 = get_model(name, **fast, target="log").fit(same, y).predict(same)
+    np.testing.assert_allclose(l2, np.exp(np.log(y).mean()), rtol=1e-3)
+    mape = get_model(name, **fast, objective="mape", target="none").fit(same, y).predict(same)
+    np.testing.assert_allclose(mape, 1e-3, rtol=1e-3)
+    with pytest.raises(PerfcastError, match=r"objective 'mape' needs target 'none' \(got 'log'\).*--param target=none"):
+        get_model(name, objective="mape")
+    with pytest.raises(UnknownNameError, match=r"unknown tree objective 'l1'; known: l2, mape"):
+        get_model(name, objective="l1")
 
 # ------------------------------------------------------------------------------------------------------ cdmpp
 def test_cdmpp_inputs_are_standardized_leaves_plus_pe(cdmpp, mlp_data):
@@ -678,8 +727,8 @@ def test_rank_term_pairs_programs_of_one_task(mlp_data):
 
 
 def test_bundled_model_ships_three_members_within_the_size_limit():
-    """The bundled model is the default ensemble (cdmpp, mlp, lgbm on the program vector) and stays <= 20 MB (issue 3:
-    it ships in the package)."""
+    """The bundled model is the default ensemble (cdmpp, mlp, lgbm on the program vector) with a residual stage
+    fitted to the MAPE (since 2026-11-27 22:31) and stays <= 20 MB (issue 3: it ships in the package)."""
     from perfcast import paths
 
     root = paths.bundled_model_dir()
@@ -688,3 +737,4 @@ def test_bundled_model_ships_three_members_within_the_size_limit():
     m = load_model(root)
     assert [mm.name for mm in m.members_] == ["cdmpp", "mlp", "lgbm"]
     assert m.members_[2].params["features"] == "program" and m.members_[2].params["target_scale"] == "work"
+    assert m.residual_.params["objective"] == "mape" and m.residual_.params["features"] == "program"

@@ -20,6 +20,16 @@ kernels), so it is not a member.
 (adaptation's KMeans sampler and the latent plot use it); `perfcast adapt` adapts each member (the neural ones by
 the chosen method, the tree ones by continued boosting).
 A saved ensemble is a directory with one saved model per member (`member0/`, `member1/`, ...).
+
+`residual` (a perfcast extension; stacking in the sense of boosting): after the members, an `lgbm` on the pooled
+program vector learns the ratio measured / (members' geometric mean) on the training programs, with the same sample
+weights, early-stopped on the validation programs; the ensemble then predicts the members' mean times that ratio.
+The members are early-stopped on their own loss and averaged, and what all of them miss alike stays in the
+training residual (e.g. TVM's untuned matmuls whose weight column falls into one or two L1 sets on AMD Zen:
+1.6-1.9x under-predicted while trained on, `bench/aliasing.py`); the stage fits that, and the validation programs
+stop it before it fits noise. `residual={}` uses the tree defaults below (`RESIDUAL_DEFAULTS`), a dict overrides them.
+`members_from=DIR` takes the trained members of a saved ensemble instead of training them (then only the residual
+stage is fitted; the saved result holds copies of them), for trying a stage on a model that took long to train.
 """
 
 from __future__ import annotations
@@ -33,7 +43,8 @@ from .base import CostModel, get_model, list_models, load_model, register
 
 DEFAULT_MEMBERS = [["cdmpp", {"use_analytic": True}], ["mlp", {}],
                    ["lgbm", {"features": "program", "target_scale": "work"}]]
-ENSEMBLE_DEFAULTS = dict(members=DEFAULT_MEMBERS, seed=0, threads=0)
+RESIDUAL_DEFAULTS = dict(features="program", learning_rate=0.03, max_depth=6, early_stopping=100)
+ENSEMBLE_DEFAULTS = dict(members=DEFAULT_MEMBERS, residual=None, members_from=None, seed=0, threads=0)
 
 
 @register
@@ -71,21 +82,48 @@ class EnsembleModel(CostModel):
     def _fit(self, X, y, X_val, y_val) -> None:
         target, w = getattr(self, "_X_target", None), getattr(self, "_sample_weight", None)
         g = getattr(self, "_groups", None)
-        self.members_ = [get_model(name, **params).fit(X, y, X_val, y_val, X_target=target, sample_weight=w,
-                                                       groups=g)
-                         for name, params in self.member_specs()]
+        if self.params["members_from"] is not None:
+            self.members_ = _trained_members(self.params["members_from"])
+        else:
+            self.members_ = [get_model(name, **params).fit(X, y, X_val, y_val, X_target=target, sample_weight=w,
+                                                           groups=g)
+                             for name, params in self.member_specs()]
         self.info_ = {"members": [{"model": m.name, "epochs": getattr(m, "info_", {}).get("epochs"),
                                    "best_val_mape": getattr(m, "info_", {}).get("best_val_mape")}
                                   for m in self.members_]}
+        if self.params["members_from"] is not None:
+            self.info_["members_from"] = str(self.params["members_from"])
+        self.residual_ = None
+        if self.params["residual"] is not None:
+            ratio_val = None if X_val is None else y_val / self._members_mean(X_val)
+            self.residual_ = get_model("lgbm", **self.residual_params()).fit(
+                X, y / self._members_mean(X), X_val, ratio_val, sample_weight=w)
+            self.info_["residual"] = {"trees": int(self.residual_.booster_.best_iteration
+                                                   or self.residual_.booster_.num_trees())}
 
-    def _predict(self, X) -> np.ndarray:
+    def residual_params(self) -> dict:
+        """The residual stage's `lgbm` parameters (`RESIDUAL_DEFAULTS`, the ensemble's seed and threads, then the
+        `residual` parameter's own); raises on a value that is not a dict."""
+        r = self.params["residual"]
+        if not isinstance(r, dict):
+            raise PerfcastError(f"ensemble residual {r!r} must be a dict of lgbm parameters, e.g. --param "
+                                "'residual={}' (the defaults) or --param 'residual={\"max_depth\":4}'")
+        return {**RESIDUAL_DEFAULTS, "seed": self.params["seed"], "threads": self.params["threads"], **r}
+
+    def _members_mean(self, X) -> np.ndarray:
         logs = np.stack([np.log(m.predict(X)) for m in self.members_])  # (members, n)
         return np.exp(logs.mean(axis=0))
+
+    def _predict(self, X) -> np.ndarray:
+        base = self._members_mean(X)
+        residual = getattr(self, "residual_", None)
+        return base if residual is None else base * residual.predict(X)
 
     def with_members(self, members: list[CostModel]) -> "EnsembleModel":
         """A copy of this ensemble with other (e.g. adapted) trained members."""
         m = EnsembleModel(**self.params)
         m.members_, m.n_train_, m.info_ = list(members), self.n_train_, dict(getattr(self, "info_", {}))
+        m.residual_ = getattr(self, "residual_", None)
         return m
 
     def neural_members(self) -> list:
@@ -106,7 +144,21 @@ class EnsembleModel(CostModel):
         for i, m in enumerate(self.members_):
             m.save(path / f"member{i}")
             dirs.append(f"member{i}")
-        return {"members": dirs}
+        state = {"members": dirs}
+        if getattr(self, "residual_", None) is not None:
+            self.residual_.save(path / "residual")
+            state["residual"] = "residual"
+        return state
 
     def _load_state(self, path: Path, state: dict) -> None:
         self.members_ = [load_model(path / d) for d in state["members"]]
+        self.residual_ = load_model(path / state["residual"]) if "residual" in state else None
+
+
+def _trained_members(path) -> list[CostModel]:
+    """The trained members of the ensemble saved at `path` (the `members_from` parameter)."""
+    base = load_model(path)
+    if not isinstance(base, EnsembleModel):
+        raise PerfcastError(f"members_from {str(path)!r} is a {base.name!r} model, not an ensemble; pass a "
+                            "directory saved by `perfcast train --model ensemble`")
+    return list(base.members_)
