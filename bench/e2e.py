@@ -16,10 +16,16 @@ the kept programs' own predictions is printed beside (`kept_error`).
 `--compare DIR` (repeatable) predicts the same compiled network with another model (e.g. the bundled one before a
 retraining), with the same speed ratio, against the same measurement: the host's speed drifts between runs, so two
 models are only comparable this way.
+`--sittings N` (default 1) times every network N times: after the pass above, N - 1 more passes over all cases,
+each lowering and timing the network again (without the per-kernel profile), minutes apart. It reports each case's
+sittings and their spread (max / min) and the error against their median (`error_median`, also per `--compare`
+model). On the 2-core znver4 host the tuned (multi-threaded) networks moved by up to 1.8x between sittings while
+the default-schedule ones held within 3 % (README, Measured figures, 2026-11-27 21:58).
 
     python bench/e2e.py [--networks resnet50,mobilenet_v2,bert_tiny] [--schedules default,tuned]
                         [--tuned-dir runs/e2e-tuned] [--trials 16xTASKS] [--model DIR]
-                        [--layerwise-model DIR] [--calibrate] [--no-context] [--compare DIR] [--json]
+                        [--layerwise-model DIR] [--calibrate] [--no-context] [--compare DIR] [--sittings N]
+                        [--json]
 
 Keep the machine quiet: it measures (and tunes).
 """
@@ -29,6 +35,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
+
+from perfcast.errors import PerfcastError
 
 
 def main() -> None:
@@ -44,13 +53,16 @@ def main() -> None:
     ap.add_argument("--no-context", action="store_true", help="sum the kernels' isolated predictions")
     ap.add_argument("--compare", action="append", default=[],
                     help="another model directory, scored on the same measurements (repeatable)")
+    ap.add_argument("--sittings", type=int, default=1,
+                    help="time every network this many times, in passes minutes apart (spread; median error)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
+    if a.sittings < 1:
+        raise PerfcastError(f"--sittings {a.sittings}: time each network at least once (e.g. --sittings 3)")
 
     from perfcast.collect.calibrate import calibrate
     from perfcast.e2e import predict_network
     from perfcast.e2e.schedules import tune_network
-    from perfcast.errors import PerfcastError
 
     out = {}
     for net in a.networks.split(","):
@@ -83,6 +95,7 @@ def main() -> None:
             if ratio is not None:
                 o["speed_ratio"] = ratio
                 o["uncalibrated_error"] = r["uncalibrated_predicted_s"] / r["measured_s"] - 1
+            o["schedules_spec"] = spec
             o["compare"] = {}
             for cm in a.compare:
                 c = predict_network(net, a.batch_size, "local", cm, schedules=spec, speed_ratio=ratio,
@@ -132,6 +145,8 @@ def main() -> None:
                 print(f"{'':22s} memory: liveness peak {m['peak_bytes'] / 2**20:.1f} MiB, VM allocated "
                       f"{m['measured_bytes'] / 2**20:.1f} MiB; layerwise estimators {m['two_largest_bytes'] / 2**20:.1f}"
                       f" / {m['twice_mean_bytes'] / 2**20:.1f} MiB", flush=True)
+    if a.sittings > 1:
+        more_sittings(out, a)
     errs = [abs(o["error"]) for o in out.values()]
     lw_errs = [abs(o["layerwise"]["error"]) for o in out.values() if "layerwise" in o]
     if a.json:
@@ -150,6 +165,39 @@ def main() -> None:
         if lw_errs:
             print(f"layerwise method: mean |error| {sum(lw_errs) / len(lw_errs):.1%} over {len(lw_errs)} networks "
                   "(default schedules)")
+        if a.sittings > 1:
+            print(f"against the median of {a.sittings} sittings:")
+            for case, o in out.items():
+                ms = ", ".join(f"{x * 1e3:.2f}" for x in o["measured_sittings_s"])
+                cmp = "".join(f"; {cm}: {c['error_median']:+.1%}" for cm, c in o["compare"].items())
+                print(f"  {case:22s} sittings {ms} ms (max / min {o['sittings_spread']:.2f})  error "
+                      f"{o['error_median']:+.1%}{cmp}")
+            med = [abs(o["error_median"]) for o in out.values()]
+            print(f"  mean |error| {sum(med) / len(med):.1%}")
+
+
+def more_sittings(out: dict, a) -> None:
+    """Time every case's network `a.sittings - 1` more times, one pass over all cases per sitting; per case add
+    the sittings' measured seconds, their spread (max / min) and the errors against their median."""
+    from perfcast.devices import get_device
+    from perfcast.e2e.predict import lower_network, measure_network
+
+    spec = get_device("local")
+    for o in out.values():
+        o["measured_sittings_s"] = [o["measured_s"]]
+    for _ in range(a.sittings - 1):
+        for case, o in out.items():
+            net = case.split("/")[0]
+            low = lower_network(net, a.batch_size, spec, o["schedules_spec"])
+            o["measured_sittings_s"].append(
+                measure_network(net, a.batch_size, spec, kernels=False, fused=low.applied)["measured_s"])
+    for o in out.values():
+        t = o["measured_sittings_s"]
+        o["sittings_spread"] = max(t) / min(t)
+        med = statistics.median(t)
+        o["error_median"] = o["predicted_s"] / med - 1
+        for c in o["compare"].values():
+            c["error_median"] = c["predicted_s"] / med - 1
 
 
 if __name__ == "__main__":
