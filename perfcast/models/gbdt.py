@@ -195,7 +195,7 @@ class LGBMModel(_GBDT):
 
         self.target_ = TargetTransform.from_dict(state["target"])
         f = path / state["file"]
-        unpack = {".xz": lzma.decompress, ".gz": gzip.decompress}.get(f.suffix)  # .gz: saved before 2026-11-28
+        unpack = {".xz": lzma.decompress, ".gz": gzip.decompress}.get(f.suffix)  # .gz: saved before 2026-11-27 22:30
         if unpack is not None:
             self.booster_ = lgb.Booster(model_str=unpack(f.read_bytes()).decode())
         else:  # models saved before 2026-11-27
