@@ -26,8 +26,9 @@ program vector learns the ratio measured / (members' geometric mean) on the trai
 weights, early-stopped on the validation programs; the ensemble then predicts the members' mean times that ratio.
 The members are early-stopped on their own loss and averaged, and what all of them miss alike stays in the
 training residual (e.g. TVM's untuned matmuls whose weight column falls into one or two L1 sets on AMD Zen:
-1.6-1.9x under-predicted while trained on, `bench/aliasing.py`); the stage fits that, and the validation programs
-stop it before it fits noise. `residual={}` uses the tree defaults below (`RESIDUAL_DEFAULTS`), a dict overrides them.
+1.5-1.9x under-predicted at K < 512 while trained on, `bench/aliasing.py --by-k`); the stage fits that, and the
+validation programs stop it before it fits noise. `residual={}` uses the tree defaults below (`RESIDUAL_DEFAULTS`),
+a dict overrides them.
 `members_from=DIR` takes the trained members of a saved ensemble instead of training them (then only the residual
 stage is fitted; the saved result holds copies of them), for trying a stage on a model that took long to train.
 """
