@@ -354,6 +354,9 @@ def test_ensemble_residual_stage_on_members_from_a_saved_ensemble(mlp_data, tmp_
     with pytest.raises(PerfcastError, match=r"ensemble residual 3 must be a dict of lgbm parameters, e\.g\. --param"):
         get_model("ensemble", **SMALL["ensemble"], members_from=str(tmp_path / "base"), residual=3).fit(
             X.take(tr), y[tr])
+    with pytest.raises(PerfcastError, match=r"residual stage is early-stopped on validation programs and none were"):
+        get_model("ensemble", **SMALL["ensemble"], members_from=str(tmp_path / "base"), residual={}).fit(
+            X.take(tr), y[tr])
     ref.save(tmp_path / "tree")
     with pytest.raises(PerfcastError, match=r"members_from '.*tree' is a 'lgbm' model, not an ensemble; pass a"):
         get_model("ensemble", members_from=str(tmp_path / "tree")).fit(X.take(tr), y[tr])

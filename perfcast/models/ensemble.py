@@ -96,9 +96,12 @@ class EnsembleModel(CostModel):
             self.info_["members_from"] = str(self.params["members_from"])
         self.residual_ = None
         if self.params["residual"] is not None:
-            ratio_val = None if X_val is None else y_val / self._members_mean(X_val)
-            self.residual_ = get_model("lgbm", **self.residual_params()).fit(
-                X, y / self._members_mean(X), X_val, ratio_val, sample_weight=w)
+            stage = get_model("lgbm", **self.residual_params())  # a malformed stage fails before anything else
+            if X_val is None or len(X_val) == 0:  # without them the stage would fit the training residual, noise too
+                raise PerfcastError("the ensemble's residual stage is early-stopped on validation programs and none "
+                                    "were given; fit with X_val, y_val (perfcast train always passes its split's)")
+            ratio_val = y_val / self._members_mean(X_val)
+            self.residual_ = stage.fit(X, y / self._members_mean(X), X_val, ratio_val, sample_weight=w)
             self.info_["residual"] = {"trees": int(self.residual_.booster_.best_iteration
                                                    or self.residual_.booster_.num_trees())}
 
