@@ -225,6 +225,17 @@ def test_collect_mlp_then_rerun_adds_nothing(tmp_path):
     again = collect(cfg, str(tmp_path / "d"), log=lambda m: None, progress=False)
     assert again.measured == 0
     assert Dataset(tmp_path / "d").read("records").num_rows == 9
+    # a new network sharing the stored one's tasks, listed first: extracting it must not hide the stored tasks'
+    # TIR from the network after it (a KeyError 'tir_script' once); every program is recorded already
+    f = tmp_path / "same.py"
+    f.write_text("from perfcast.networks import get_network\n"
+                 "def build(batch_size):\n"
+                 "    return get_network('mlp').build(batch_size)\n")
+    both = CollectConfig(networks=(f"{f}:build", "mlp"), device="local:threads=1", programs_per_task=3,
+                         check_load=False, measure=FAST)
+    res = collect(both, str(tmp_path / "d"), log=lambda m: None, progress=False)
+    assert res.tasks == 3 and res.measured == 0
+    assert {r["network"] for r in Dataset(tmp_path / "d").read("networks").to_pylist()} == {"mlp", "same:build"}
 
 
 def test_local_records_of_another_machine_do_not_count_here(tmp_path):

@@ -4,6 +4,8 @@ methods (`cmd`, `mtl`, `lottery`) extend through four hooks.
 
 A tree model (`xgb`, `lgbm`, or an ensemble's tree member) is adapted the trees' way by every method: up to
 `tree_rounds` more trees boosted on the target programs' residuals (`_GBDT.boosted`), early-stopped the same way.
+An ensemble's residual stage, fitted to what the source devices' members missed, gets the same after its members are
+adapted: more trees on the target's measured / (adapted members' mean), so it corrects what they still miss there.
 
 The loop: AdamW at lr 2e-4 (a tenth of cdmpp's), the model's own loss (e.g. MSE + MAPE on Box-Cox targets,
 with the base model's fitted target transform and input normalizers kept), early stopping on the MAPE of a
@@ -74,6 +76,12 @@ class FineTune(Method):
             adapted = [self.adapt(mm, X_tgt, y_tgt, X_src, y_src) for mm in model.members_]
             out = model.with_members(adapted)
             out.adapt_info_ = {"method": self.name, "members": [mm.adapt_info_ for mm in adapted]}
+            if out.residual_ is not None:  # the stage: more trees on the target's ratio to the adapted members
+                p = {**DEFAULTS, **self.params}
+                ratio = np.asarray(y_tgt, np.float64) / out._members_mean(X_tgt)
+                out.residual_ = out.residual_.boosted(X_tgt, ratio, rounds=p["tree_rounds"], val_frac=p["val_frac"],
+                                                      seed=p["seed"])
+                out.adapt_info_["residual"] = out.residual_.adapt_info_
             return out
         p = {**DEFAULTS, **self.params}
         unknown = set(p) - set(DEFAULTS) - set(getattr(self, "EXTRA", {}))

@@ -85,12 +85,11 @@ def _load_tasks(ds: Dataset, cfg: CollectConfig, target, log) -> tuple[dict[str,
         rows = [r for r in net_tbl if r["network"] == label and r["batch_size"] == cfg.batch_size]
         if rows and all(r["workload_key"] in task_tbl for r in rows):
             items = [task_from_record(task_tbl[r["workload_key"]], r["weight"]) for r in rows]
-        else:
+        else:  # (the stored task rows stay: a network later in the list may share tasks with this one)
             t0 = time.time()
             nt = extract(net, target, cfg.batch_size, cfg.input_shape)
             ds.add_tasks([task_record(t) for t in nt.tasks])
             ds.add_network_tasks(network_rows(nt))
-            task_tbl.update({t.workload_key: {} for t in nt.tasks})
             items = list(nt.tasks)
             log(f"{label}: {len(items)} tasks extracted in {time.time() - t0:.1f} s")
         for t in items:
@@ -135,7 +134,8 @@ def collect(cfg: CollectConfig, out: str, log: Callable[[str], None] = print, pr
     if cfg.programs_per_task < 1:
         raise PerfcastError(f"--programs-per-task {cfg.programs_per_task} makes no sense; use N >= 1")
     if not cfg.networks:
-        raise PerfcastError("no network given; pass --network NAME|FILE.onnx|file.py:factory (see `perfcast collect --help`)")
+        raise PerfcastError("no network given; pass --network NAME|FILE.onnx|file.py:factory "
+                            "(see `perfcast collect --help`)")
     spec = get_device(cfg.device)
     cpus = own_cpus()
     if not spec.rpc_key and cpus is not None and spec.threads > len(cpus):
@@ -251,8 +251,8 @@ def collect(cfg: CollectConfig, out: str, log: Callable[[str], None] = print, pr
         runner.close()
         res.seconds = time.time() - t_start
         res.worker_restarts = getattr(runner, "restarts", 0)
-        info.update(status="finished" if completed else "interrupted", finished=_now(), measured=res.measured, by_status=dict(res.by_status),
-                    seconds=round(res.seconds, 1), load_pauses=res.pauses, worker_restarts=res.worker_restarts)
+        info.update(status="finished" if completed else "interrupted", finished=_now(), measured=res.measured,
+                    by_status=dict(res.by_status), seconds=round(res.seconds, 1), load_pauses=res.pauses, worker_restarts=res.worker_restarts)
         ds.write_collection_info(info, info_path)
     return res
 
