@@ -252,7 +252,8 @@ def collect(cfg: CollectConfig, out: str, log: Callable[[str], None] = print, pr
         res.seconds = time.time() - t_start
         res.worker_restarts = getattr(runner, "restarts", 0)
         info.update(status="finished" if completed else "interrupted", finished=_now(), measured=res.measured,
-                    by_status=dict(res.by_status), seconds=round(res.seconds, 1), load_pauses=res.pauses, worker_restarts=res.worker_restarts)
+                    by_status=dict(res.by_status), seconds=round(res.seconds, 1), load_pauses=res.pauses,
+                    worker_restarts=res.worker_restarts)
         ds.write_collection_info(info, info_path)
     return res
 
