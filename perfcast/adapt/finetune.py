@@ -72,21 +72,19 @@ class FineTune(Method):
         from ..models.losses import make_loss
 
         self.check_model(model)
-        if isinstance(model, EnsembleModel):  # adapt each member on the same measurements
-            adapted = [self.adapt(mm, X_tgt, y_tgt, X_src, y_src) for mm in model.members_]
-            out = model.with_members(adapted)
-            out.adapt_info_ = {"method": self.name, "members": [mm.adapt_info_ for mm in adapted]}
-            if out.residual_ is not None:  # the stage: more trees on the target's ratio to the adapted members
-                p = {**DEFAULTS, **self.params}
-                ratio = np.asarray(y_tgt, np.float64) / out._members_mean(X_tgt)
-                out.residual_ = out.residual_.boosted(X_tgt, ratio, rounds=p["tree_rounds"], val_frac=p["val_frac"],
-                                                      seed=p["seed"])
-                out.adapt_info_["residual"] = out.residual_.adapt_info_
-            return out
         p = {**DEFAULTS, **self.params}
         unknown = set(p) - set(DEFAULTS) - set(getattr(self, "EXTRA", {}))
         if unknown:
             raise PerfcastError(f"unknown parameter(s) {sorted(unknown)} for adaptation method {self.name!r}")
+        if isinstance(model, EnsembleModel):  # adapt each member on the same measurements
+            adapted = [self.adapt(mm, X_tgt, y_tgt, X_src, y_src) for mm in model.members_]
+            out = model.with_members(adapted)
+            out.adapt_info_ = {"method": self.name, "members": [mm.adapt_info_ for mm in adapted]}
+            if out.residual_ is not None:  # the stage, a tree model: adapted on the target's ratio to the members
+                ratio = np.asarray(y_tgt, np.float64) / out._members_mean(X_tgt)
+                out.residual_ = self.adapt(out.residual_, X_tgt, ratio)
+                out.adapt_info_["residual"] = out.residual_.adapt_info_
+            return out
         if isinstance(model, _GBDT):  # a tree model: continued boosting, whichever method (they act on weights)
             return model.boosted(X_tgt, y_tgt, rounds=p["tree_rounds"], val_frac=p["val_frac"], seed=p["seed"])
         p = {**getattr(self, "EXTRA", {}), **p}
