@@ -268,6 +268,9 @@ def test_local_records_of_another_machine_do_not_count_here(tmp_path):
     s = summarize(second)
     assert s["devices"] == 2 and s["duplicates"] == 0
     assert sorted(s["ok_records_by_device"].values()) == [6, 6]
+    two = {"tasks": 3, "min": 2, "p10": 2.0, "median": 2.0, "p90": 2.0, "max": 2}  # 3 tasks x 2 programs each
+    assert s["programs_per_task_by_device"] == {device_key(here): two, device_key(other): two}
+    assert s["network_programs_per_task_by_device"] == s["programs_per_task_by_device"]  # the mlp's tasks
     assert DeviceSpec.from_json(moved[0].device_spec_json).name == "Other CPU"
 
 

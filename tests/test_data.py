@@ -143,6 +143,10 @@ def test_summary_of_the_imported_dataset(imported):
     assert s["latency_s"]["median"] == pytest.approx(float(np.median(ok_lat)), rel=1e-12)
     assert s["latency_s"]["min"] == min(ok_lat) and s["latency_s"]["max"] == max(ok_lat)
     assert s["programs_per_task"] == {"median": len(ok_lat), "min": len(ok_lat), "max": len(ok_lat)}
+    n = len(ok_lat)
+    assert s["programs_per_task_by_device"] == {s["device_ids"][0]: {"tasks": 1, "min": n, "p10": n, "median": n,
+                                                                   "p90": n, "max": n}}
+    assert s["network_programs_per_task_by_device"] == {}  # an imported database has no networks
     assert s["plot"] == str(paths.summary_dir(out) / "latency_hist.png")
     assert os.path.getsize(s["plot"]) > 1000
     json.dumps(s, allow_nan=False)  # JSON-able, no NaN
@@ -225,3 +229,11 @@ def test_bundled_dataset_covers_every_zoo_task():
     assert zoo_keys - {r["workload_key"] for r in default} == set()
     not_ok = {(r["task_name"], r["status"], r["error"]) for r in default if r["status"] != "ok"}
     assert not_ok == {("matmul6", "timeout", "run exceeded 60 s")}
+
+
+def test_programs_per_task_spread_is_hand_computed():
+    """Per-device sampling depth: linear-interpolated percentiles (p10 at position 0.4 of 0..4, p90 at 3.6)."""
+    from perfcast.data.summary import _spread
+
+    assert _spread(np.array([3, 1, 100, 2, 4])) == {"tasks": 5, "min": 1, "p10": pytest.approx(1.4), "median": 3.0,
+                                                    "p90": pytest.approx(61.6), "max": 100}

@@ -79,6 +79,17 @@ def test_the_token_dense_suite_is_what_its_script_writes_and_leaves_the_test_net
     shapes = {(lc.rows, lc.in_shape[-1], lc.out_channels) for lc in layers}
     assert not shapes & mk.HELD_OUT and mk.HELD_OUT == {(128, 128, 128), (128, 128, 512), (128, 512, 128)}
 
+    aliased = Path(__file__).parents[1] / "perfcast" / "layerwise" / "suites" / "aliased_dense.json"
+    assert json.loads(aliased.read_text()) == mk.aliased_configs()
+    al = load_suite(f"layers:{aliased}")
+    assert len(al) == mk.N_ALIASED == 200 and all(lc.flops() <= 2 * mk.ALIASED_MAX_MACS for lc in al)
+    al_shapes = {(lc.rows, lc.in_shape[-1], lc.out_channels, lc.bias) for lc in al}
+    assert not {s[:3] for s in al_shapes} & mk.HELD_OUT
+    assert not al_shapes & {(lc.rows, lc.in_shape[-1], lc.out_channels, lc.bias) for lc in layers}
+    # every weight row (4 x units bytes) is a multiple of 1 KiB: the column walk uses 4, 2 or 1 of L1's 64 sets
+    assert all((4 * lc.out_channels) % 1024 == 0 for lc in al)
+    assert {max(1, 4096 // ((4 * u) & -(4 * u))) for _, _, u, _ in al_shapes} == {1, 2, 4}
+
 
 def test_load_suite_drops_duplicates_and_empty_outputs_and_samples(tmp_path):
     f = tmp_path / "cfg.json"

@@ -69,6 +69,16 @@ def summary(
     t.add_row("median cv of repeats", _fmt(s["cv_median"]))
     t.add_row("remeasured", "-" if s["remeasured"] is None else f"{100 * s['remeasured']:.1f} %")
     console.print(t)
+    for key, what in (("network_programs_per_task_by_device", "tasks of networks (layer suites left out)"),
+                      ("programs_per_task_by_device", "all tasks")):
+        if not s[key]:
+            continue
+        dt = Table(title=f"ok programs per task by device: {what}")
+        for c in ("device", "tasks", "min", "p10", "median", "p90", "max"):
+            dt.add_column(c, justify="left" if c == "device" else "right")
+        for dev, v in s[key].items():
+            dt.add_row(dev, *(_fmt(v[k]) for k in ("tasks", "min", "p10", "median", "p90", "max")))
+        console.print(dt)
     if s["per_network"]:
         nt = Table(title="per network")
         for c in ("network", "batch sizes", "tasks", "tasks with records", "ok records"):

@@ -23,6 +23,20 @@ def _num(x) -> float | None:
     return x if math.isfinite(x) else None
 
 
+def _spread(counts) -> dict:
+    """Tasks, and min / p10 / median / p90 / max of the ok programs per task, of one device's per-task counts."""
+    import numpy as np
+
+    q = np.percentile(counts, [10, 50, 90])
+    return {"tasks": int(len(counts)), "min": int(counts.min()), "p10": _num(q[0]), "median": _num(q[1]),
+            "p90": _num(q[2]), "max": int(counts.max())}
+
+
+def _by_device(per_task_dev) -> dict:
+    """{device: `_spread`} of a (workload_key, device_id) -> ok programs Series."""
+    return {str(d): _spread(g.to_numpy()) for d, g in per_task_dev.groupby(level="device_id", sort=True)}
+
+
 def _journal_lines(root: Path) -> int:
     n = 0
     for jp in sorted(paths.journal_dir(root).glob("*.jsonl")) if paths.journal_dir(root).exists() else []:
@@ -86,7 +100,8 @@ def summarize(root: str | None, plot: str | None = None) -> dict:
             "ok_records": int(sum(ok_per_key[k] for k in keys)),
         }
 
-    per_task = ok.groupby(["workload_key", "device_id"]).size().to_numpy()
+    per_task_dev = ok.groupby(["workload_key", "device_id"]).size()
+    per_task = per_task_dev.to_numpy()
     device_ids = sorted(set(df["device_id"]))
     q = (np.percentile(lat, [0, 5, 25, 50, 75, 95, 100]) if len(lat) else [math.nan] * 7)
     cv = ok["latency_cv"].to_numpy(dtype=float)
@@ -115,6 +130,11 @@ def summarize(root: str | None, plot: str | None = None) -> dict:
             "min": int(per_task.min()) if len(per_task) else None,
             "max": int(per_task.max()) if len(per_task) else None,
         },
+        # per measured device: how deep its tasks are sampled (the data engine aims at about 100 per task); all
+        # tasks, then only the tasks of networks (zoo, ONNX, file.py) without the layer suites' one-kernel layers
+        "programs_per_task_by_device": _by_device(per_task_dev),
+        "network_programs_per_task_by_device": _by_device(per_task_dev[per_task_dev.index.get_level_values(
+            "workload_key").isin(set(nets.loc[~nets["network"].str.startswith("layers:"), "workload_key"]))]),
         "latency_s": dict(zip(("min", "p5", "p25", "median", "p75", "p95", "max"), (_num(v) for v in q))),
         "cv_median": _num(np.median(cv)) if len(cv) else None,
         "remeasured": _num(ok["remeasured"].astype(bool).mean()) if len(ok) else None,
