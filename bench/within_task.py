@@ -13,7 +13,11 @@ by_network), for its test part and, for comparison, its training part (both: all
   oracle: the error left if each task's level were known, the within-task floor of this model's predictions);
 - the winner's curse: the median predicted / measured of each group's measured-fastest program, against that of
   the model's own first choice (its predicted-fastest), over the same groups. A search keeps the measured-fastest,
-  so a tuned kernel inherits the first (`perfcast.e2e.selection`).
+  so a tuned kernel inherits the first (`perfcast.e2e.selection`);
+- where the MAPE lies: the share of programs and of the summed error by predicted / measured ratio, MAPE by schedule
+  kind (TVM default kernels, random schedules, imported search programs), the `--top` operator families (task name
+  without its numbers) carrying most of the summed error, and the task-median oracle (every program predicted as
+  its group's median measured latency: the spread within tasks a model must resolve).
 
 No measuring: it reads the dataset and cached features.
 
@@ -24,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -73,12 +78,40 @@ def analyse(e: np.ndarray, log_y: np.ndarray, groups: np.ndarray, min_programs: 
             "mape_with_task_factor_known": float(np.mean(np.abs(per_group * ratio - 1)))}
 
 
+RATIO_BINS = ((0.0, 0.5), (0.5, 0.8), (0.8, 1.25), (1.25, 2.0), (2.0, np.inf))
+
+
+def family(task_name: str) -> str:
+    """`fused_conv2d3_add7_relu2` -> `fused_conv2d_add_relu`: the operator family of a task name."""
+    return re.sub(r"(?<=[a-z_])\d+(?=_|$)", "", task_name)
+
+
+def breakdown(e: np.ndarray, log_y: np.ndarray, groups: np.ndarray, kinds: np.ndarray, names: np.ndarray,
+              top: int) -> dict:
+    """Where the summed absolute percentage error of log errors `e` lies (see the module docstring)."""
+    ratio = np.exp(e)
+    ape = np.abs(ratio - 1)
+    total = float(ape.sum())
+    med = pd.Series(log_y).groupby(groups).transform("median").to_numpy()
+    fam = np.array([family(n) for n in names])
+    fams = [{"family": f, "programs": int((fam == f).sum()), "mape": float(ape[fam == f].mean()),
+             "error_share": float(ape[fam == f].sum() / total)} for f in sorted(set(fam))]
+    return {"task_median_oracle_mape": float(np.mean(np.abs(np.expm1(med - log_y)))),
+            "by_ratio": {f"[{lo:g}, {hi:g})": {"programs": float(((ratio >= lo) & (ratio < hi)).mean()),
+                                               "error_share": float(ape[(ratio >= lo) & (ratio < hi)].sum() / total)}
+                         for lo, hi in RATIO_BINS},
+            "by_kind": {k: {"programs": int((kinds == k).sum()), "mape": float(ape[kinds == k].mean())}
+                        for k in sorted(set(kinds))},
+            "families": sorted(fams, key=lambda d: -d["error_share"])[:top]}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default=None, help="model directory (default: the bundled model)")
     ap.add_argument("--data", default=None, help="dataset directory (default: the bundled dataset)")
     ap.add_argument("--device", default="", help="only records of this device id or key (default: all devices)")
     ap.add_argument("--min-programs", type=int, default=6, help="smallest (task, device) group given a slope")
+    ap.add_argument("--top", type=int, default=8, help="operator families listed by their share of the error")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
 
@@ -95,6 +128,8 @@ def main() -> None:
         e = np.log(m.predict(X.take(idx))) - np.log(y[idx])
         groups = (df["workload_key"].iloc[idx].astype(str) + "|" + df["device_key"].iloc[idx].astype(str)).to_numpy()
         out["parts"][part] = analyse(e, np.log(y[idx]), groups, a.min_programs)
+        out["parts"][part]["where"] = breakdown(e, np.log(y[idx]), groups, df["schedule_kind"].to_numpy()[idx],
+                                                df["task_name"].to_numpy()[idx], a.top)
     if a.json:
         print(json.dumps(out, indent=1))
         return
@@ -110,6 +145,13 @@ def main() -> None:
               f"each group's best factor known -> {r['mape_with_task_factor_known']:.1%}")
         print(f"        predicted / measured of each group's measured-fastest program {r['median_ratio_measured_fastest']:.2f}"
               f", of its predicted-fastest {r['median_ratio_predicted_fastest']:.2f} (medians; the winner's curse)")
+        w = r["where"]
+        print(f"        task-median oracle MAPE {w['task_median_oracle_mape']:.1%}; by kind: " + ", ".join(
+            f"{k} {v['programs']} MAPE {v['mape']:.1%}" for k, v in w["by_kind"].items()))
+        print("        predicted / measured: " + ", ".join(
+            f"{b} {v['programs']:.0%} of programs, {v['error_share']:.0%} of error" for b, v in w["by_ratio"].items()))
+        print("        families by share of error: " + ", ".join(
+            f"{f['family']} {f['error_share']:.0%} (MAPE {f['mape']:.0%}, {f['programs']})" for f in w["families"]))
 
 
 if __name__ == "__main__":

@@ -81,8 +81,7 @@ class FineTune(Method):
             out = model.with_members(adapted)
             out.adapt_info_ = {"method": self.name, "members": [mm.adapt_info_ for mm in adapted]}
             if out.residual_ is not None:  # the stage, a tree model: adapted on the target's ratio to the members
-                ratio = np.asarray(y_tgt, np.float64) / out._members_mean(X_tgt)
-                out.residual_ = self.adapt(out.residual_, X_tgt, ratio)
+                out.residual_ = self.adapt(out.residual_, X_tgt, out.residual_target(X_tgt, y_tgt))
                 out.adapt_info_["residual"] = out.residual_.adapt_info_
             return out
         if isinstance(model, _GBDT):  # a tree model: continued boosting, whichever method (they act on weights)

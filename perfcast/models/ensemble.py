@@ -100,8 +100,8 @@ class EnsembleModel(CostModel):
             if X_val is None or len(X_val) == 0:  # without them the stage would fit the training residual, noise too
                 raise PerfcastError("the ensemble's residual stage is early-stopped on validation programs and none "
                                     "were given; fit with X_val, y_val (perfcast train always passes its split's)")
-            ratio_val = y_val / self._members_mean(X_val)
-            self.residual_ = stage.fit(X, y / self._members_mean(X), X_val, ratio_val, sample_weight=w)
+            self.residual_ = stage.fit(X, self.residual_target(X, y), X_val, self.residual_target(X_val, y_val),
+                                       sample_weight=w)
             self.info_["residual"] = {"trees": int(self.residual_.booster_.best_iteration
                                                    or self.residual_.booster_.num_trees())}
 
@@ -113,6 +113,10 @@ class EnsembleModel(CostModel):
             raise PerfcastError(f"ensemble residual {r!r} must be a dict of lgbm parameters, e.g. --param "
                                 "'residual={}' (the defaults) or --param 'residual={\"max_depth\":4}'")
         return {**RESIDUAL_DEFAULTS, "seed": self.params["seed"], "threads": self.params["threads"], **r}
+
+    def residual_target(self, X, y) -> np.ndarray:
+        """What the residual stage regresses: measured / the members' geometric mean (fit, and `perfcast adapt`)."""
+        return np.asarray(y, np.float64) / self._members_mean(X)
 
     def _members_mean(self, X) -> np.ndarray:
         logs = np.stack([np.log(m.predict(X)) for m in self.members_])  # (members, n)
