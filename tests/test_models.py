@@ -362,6 +362,58 @@ def test_ensemble_residual_stage_on_members_from_a_saved_ensemble(mlp_data, tmp_
         get_model("ensemble", members_from=str(tmp_path / "tree")).fit(X.take(tr), y[tr])
 
 
+def test_ensemble_gate_weights_members_per_region_by_validation_mape(mlp_data, tmp_path, monkeypatch):
+    """gate=annotations: per region (parallel x vectorized loops) the simplex-grid weights of the members' log
+    predictions with the lowest validation MAPE (reference: a brute-force search written here), applied per program;
+    save/load keeps them; a region with too few validation programs keeps equal weights."""
+    from perfcast.models import ensemble as E
+
+    _, X, y, tr, va = mlp_data
+    base = get_model("ensemble", **SMALL["ensemble"]).fit(X.take(tr), y[tr], X.take(va), y[va])
+    base.save(tmp_path / "base")
+    region = E.annotation_region(X)
+    counts = np.bincount(region[va], minlength=E.N_REGIONS)
+    assert counts[0] > 0 and counts[1:].sum() > 0  # the mlp net has default kernels and scheduled ones
+    monkeypatch.setattr(E, "GATE_MIN_PROGRAMS", int(counts[counts > 0].min()))  # every present region is fitted
+    ens = get_model("ensemble", **SMALL["ensemble"], members_from=str(tmp_path / "base"), gate="annotations").fit(
+        X.take(tr), y[tr], X.take(va), y[va])
+    logs = np.log(np.stack([m.predict(X) for m in base.members_], axis=1))  # (n, 2)
+    for r in np.flatnonzero(counts):
+        sel = va[region[va] == r]
+        best = min((np.mean(np.abs(np.exp(a / 20 * logs[sel, 0] + (1 - a / 20) * logs[sel, 1]) / y[sel] - 1)), a)
+                   for a in range(21))
+        assert ens.gate_[int(r)] == pytest.approx([best[1] / 20, 1 - best[1] / 20])
+        gated = np.mean(np.abs(ens.predict(X.take(sel)) / y[sel] - 1))
+        assert gated == pytest.approx(best[0]) and gated <= np.mean(np.abs(base.predict(X.take(sel)) / y[sel] - 1))
+    w = np.array([ens.gate_.get(int(r), [0.5, 0.5]) for r in region])
+    np.testing.assert_allclose(ens.predict(X), np.exp((w * logs).sum(axis=1)), rtol=1e-9)
+    assert ens.info_["gate"] == {str(r): pytest.approx(v) for r, v in ens.gate_.items()}
+    ens.save(tmp_path / "gated")
+    np.testing.assert_allclose(load_model(tmp_path / "gated").predict(X), ens.predict(X), rtol=1e-12)
+    monkeypatch.setattr(E, "GATE_MIN_PROGRAMS", len(va) + 1)  # no region has enough: equal weights everywhere
+    plain = get_model("ensemble", **SMALL["ensemble"], members_from=str(tmp_path / "base"), gate="annotations").fit(
+        X.take(tr), y[tr], X.take(va), y[va])
+    assert plain.gate_ == {} and np.allclose(plain.predict(X), base.predict(X), rtol=1e-9)
+    with pytest.raises(PerfcastError, match=r"ensemble gate 'kind' is not known; known: annotations \(or leave"):
+        get_model("ensemble", **SMALL["ensemble"], gate="kind").fit(X.take(tr), y[tr], X.take(va), y[va])
+    with pytest.raises(PerfcastError, match=r"the ensemble's gate is fitted on validation programs and none were"):
+        get_model("ensemble", **SMALL["ensemble"], members_from=str(tmp_path / "base"), gate="annotations").fit(
+            X.take(tr), y[tr])
+
+
+def test_gate_regions_and_simplex_grid():
+    from perfcast.features.analytic import ANALYTIC_FEATURES
+    from perfcast.models.ensemble import annotation_region, simplex_grid
+
+    a = np.zeros((4, len(ANALYTIC_FEATURES)))
+    a[[2, 3], ANALYTIC_FEATURES.index("max_parallel_extent")] = 5.0
+    a[[1, 3], ANALYTIC_FEATURES.index("max_vector_extent")] = 3.0
+    assert annotation_region(_Rows(a)).tolist() == [0, 1, 2, 3]
+    assert simplex_grid(2, 0.5).tolist() == [[0.0, 1.0], [0.5, 0.5], [1.0, 0.0]]
+    g = simplex_grid(3, 0.05)
+    assert g.shape == (231, 3) and np.allclose(g.sum(axis=1), 1) and g.min() == 0 and len(np.unique(g, axis=0)) == 231
+
+
 @pytest.mark.parametrize("members, message", [
     ("cdmpp", r"ensemble members \[\['cdmpp', \{\}\]\] must list at least two models"),
     ([["cdmpp", {}], ["nosuch", {}]], r"ensemble member 'nosuch' is not a model; known: cdmpp, lgbm, mlp, xgb"),
@@ -731,7 +783,8 @@ def test_rank_term_pairs_programs_of_one_task(mlp_data):
 
 def test_bundled_model_ships_three_members_within_the_size_limit():
     """The bundled model is the default ensemble (cdmpp, mlp, lgbm on the program vector) with a residual stage
-    fitted to the MAPE (since 2026-11-27 22:31) and stays <= 20 MB (issue 3: it ships in the package)."""
+    fitted to the MAPE (since 2026-11-27 22:31), its members gated by annotation region (since 2026-11-28 09:11;
+    untuned kernels lean on the tree), and stays <= 20 MB (issue 3: it ships in the package)."""
     from perfcast import paths
 
     root = paths.bundled_model_dir()
@@ -741,3 +794,6 @@ def test_bundled_model_ships_three_members_within_the_size_limit():
     assert [mm.name for mm in m.members_] == ["cdmpp", "mlp", "lgbm"]
     assert m.members_[2].params["features"] == "program" and m.members_[2].params["target_scale"] == "work"
     assert m.residual_.params["objective"] == "mape" and m.residual_.params["features"] == "program"
+    assert m.params["gate"] == "annotations" and m.params["members_from"] is None
+    assert sorted(m.gate_) == [0, 1, 2, 3] and all(abs(sum(w) - 1) < 1e-9 for w in m.gate_.values())
+    assert m.gate_[0][2] == max(m.gate_[0])  # default kernels (region 0): the tree member weighs most

@@ -29,12 +29,24 @@ training residual (e.g. TVM's untuned matmuls whose weight column falls into one
 1.5-1.9x under-predicted at K < 512 while trained on, `bench/aliasing.py --by-k`); the stage fits that, and the
 validation programs stop it before it fits noise. `residual={}` uses the tree defaults below (`RESIDUAL_DEFAULTS`),
 a dict overrides them.
+`gate` (a perfcast extension; stacking with a validation-fitted gate, cf. scikit-learn's `StackingRegressor`,
+which fits its final estimator on held-out predictions): `gate="annotations"` replaces the equal weights of the
+members' log predictions by weights per program region, fitted on the validation programs: the regions are the
+four combinations of "has a parallel loop" and "has a vectorized loop" (analytic features), which separate TVM's
+untuned default kernels (neither) from scheduled ones. Per region the weights are the point of a simplex grid
+(`GATE_STEP`) with the lowest validation MAPE; a region with fewer than `GATE_MIN_PROGRAMS` validation programs
+keeps equal weights. Why: on the bundled model's validation programs the tree member is the best one on default
+kernels (12.1 % MAPE against 19.4 % and 20.9 % for the neural ones) and the neural members on scheduled ones, and
+whole untuned networks are sums of default kernels (README, Models). Weights fitted on the training programs would
+trust whichever member memorised them most (the tree: 4.4 % on training default kernels), hence the validation set.
+The residual stage, if any, is fitted after the gate, on measured / gated mean.
 `members_from=DIR` takes the trained members of a saved ensemble instead of training them (then only the residual
 stage is fitted; the saved result holds copies of them), for trying a stage on a model that took long to train.
 """
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import numpy as np
@@ -45,7 +57,11 @@ from .base import CostModel, get_model, list_models, load_model, register
 DEFAULT_MEMBERS = [["cdmpp", {"use_analytic": True}], ["mlp", {}],
                    ["lgbm", {"features": "program", "target_scale": "work"}]]
 RESIDUAL_DEFAULTS = dict(features="program", learning_rate=0.03, max_depth=6, early_stopping=100)
-ENSEMBLE_DEFAULTS = dict(members=DEFAULT_MEMBERS, residual=None, members_from=None, seed=0, threads=0)
+ENSEMBLE_DEFAULTS = dict(members=DEFAULT_MEMBERS, residual=None, gate=None, members_from=None, seed=0, threads=0)
+GATES = ("annotations",)
+GATE_STEP = 0.05  # simplex grid of member weights
+GATE_MIN_PROGRAMS = 50  # validation programs a region needs to get its own weights
+N_REGIONS = 4  # annotation_region's values
 
 
 @register
@@ -83,6 +99,9 @@ class EnsembleModel(CostModel):
     def _fit(self, X, y, X_val, y_val) -> None:
         target, w = getattr(self, "_X_target", None), getattr(self, "_sample_weight", None)
         g = getattr(self, "_groups", None)
+        if self.params["gate"] is not None and self.params["gate"] not in GATES:  # fail before training members
+            raise PerfcastError(f"ensemble gate {self.params['gate']!r} is not known; known: {', '.join(GATES)} "
+                                "(or leave it unset for equal weights)")
         if self.params["members_from"] is not None:
             self.members_ = _trained_members(self.params["members_from"])
         else:
@@ -94,6 +113,10 @@ class EnsembleModel(CostModel):
                                   for m in self.members_]}
         if self.params["members_from"] is not None:
             self.info_["members_from"] = str(self.params["members_from"])
+        self.gate_ = None
+        if self.params["gate"] is not None:
+            self.gate_ = self._fit_gate(X_val, y_val)
+            self.info_["gate"] = {str(r): [round(float(v), 4) for v in ws] for r, ws in self.gate_.items()}
         self.residual_ = None
         if self.params["residual"] is not None:
             stage = get_model("lgbm", **self.residual_params())  # a malformed stage fails before anything else
@@ -120,7 +143,34 @@ class EnsembleModel(CostModel):
 
     def _members_mean(self, X) -> np.ndarray:
         logs = np.stack([np.log(m.predict(X)) for m in self.members_])  # (members, n)
-        return np.exp(logs.mean(axis=0))
+        gate = getattr(self, "gate_", None)
+        if gate is None:
+            return np.exp(logs.mean(axis=0))
+        table = np.full((N_REGIONS, len(self.members_)), 1.0 / len(self.members_))  # (regions, members)
+        for r, w in gate.items():
+            table[r] = w
+        w = table[annotation_region(X)]  # (n, members)
+        return np.exp((w.T * logs).sum(axis=0))
+
+    def _fit_gate(self, X_val, y_val) -> dict[int, list[float]]:
+        """{region: member weights}: per region of the validation programs, the simplex-grid weights of the
+        members' log predictions with the lowest MAPE (see the module docstring)."""
+        if X_val is None or len(X_val) == 0:
+            raise PerfcastError("the ensemble's gate is fitted on validation programs and none were given; fit with "
+                                "X_val, y_val (perfcast train always passes its split's)")
+        logs = np.stack([np.log(m.predict(X_val)) for m in self.members_], axis=1)  # (n_val, members)
+        y = np.asarray(y_val, np.float64)
+        grid = simplex_grid(len(self.members_), GATE_STEP)  # (G, members)
+        region = annotation_region(X_val)
+        gate = {}
+        for r in np.unique(region):
+            sel = region == r
+            if sel.sum() < GATE_MIN_PROGRAMS:
+                continue
+            mape = np.concatenate([np.abs(np.exp(logs[sel] @ g.T) / y[sel, None] - 1.0).mean(axis=0)  # (chunk,)
+                                   for g in np.array_split(grid, max(1, len(grid) // 256))])  # (G,)
+            gate[int(r)] = grid[int(np.argmin(mape))].tolist()
+        return gate
 
     def _predict(self, X) -> np.ndarray:
         base = self._members_mean(X)
@@ -132,6 +182,7 @@ class EnsembleModel(CostModel):
         m = EnsembleModel(**self.params)
         m.members_, m.n_train_, m.info_ = list(members), self.n_train_, dict(getattr(self, "info_", {}))
         m.residual_ = getattr(self, "residual_", None)
+        m.gate_ = getattr(self, "gate_", None)
         return m
 
     def neural_members(self) -> list:
@@ -156,11 +207,32 @@ class EnsembleModel(CostModel):
         if getattr(self, "residual_", None) is not None:
             self.residual_.save(path / "residual")
             state["residual"] = "residual"
+        if getattr(self, "gate_", None) is not None:
+            state["gate"] = {str(r): w for r, w in self.gate_.items()}
         return state
 
     def _load_state(self, path: Path, state: dict) -> None:
         self.members_ = [load_model(path / d) for d in state["members"]]
         self.residual_ = load_model(path / state["residual"]) if "residual" in state else None
+        self.gate_ = {int(r): list(w) for r, w in state["gate"].items()} if "gate" in state else None
+
+
+def annotation_region(X) -> np.ndarray:
+    """(n,) region of each program for the gate: 2 x (has a parallel loop) + (has a vectorized loop), from the
+    analytic features (0: neither, as TVM's default CPU kernels; 3: both)."""
+    from ..features.analytic import ANALYTIC_FEATURES
+
+    a = np.asarray(X.analytic)
+    parallel = a[:, ANALYTIC_FEATURES.index("max_parallel_extent")] > 0
+    vector = a[:, ANALYTIC_FEATURES.index("max_vector_extent")] > 0
+    return 2 * parallel.astype(np.int64) + vector.astype(np.int64)
+
+
+def simplex_grid(k: int, step: float) -> np.ndarray:
+    """(G, k) every weight vector of k non-negative multiples of `step` that sum to 1."""
+    n = int(round(1.0 / step))
+    out = [c for c in itertools.product(range(n + 1), repeat=k - 1) if sum(c) <= n]
+    return np.array([[*c, n - sum(c)] for c in out], np.float64) / n
 
 
 def _trained_members(path) -> list[CostModel]:
