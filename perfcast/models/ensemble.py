@@ -141,16 +141,16 @@ class EnsembleModel(CostModel):
         """What the residual stage regresses: measured / the members' geometric mean (fit, and `perfcast adapt`)."""
         return np.asarray(y, np.float64) / self._members_mean(X)
 
+    def _member_logs(self, X) -> np.ndarray:
+        """(n, members) log of each member's predicted latency."""
+        return np.stack([np.log(m.predict(X)) for m in self.members_], axis=1)
+
     def _members_mean(self, X) -> np.ndarray:
-        logs = np.stack([np.log(m.predict(X)) for m in self.members_])  # (members, n)
-        gate = getattr(self, "gate_", None)
-        if gate is None:
-            return np.exp(logs.mean(axis=0))
+        """(n,) the members' geometric mean, weighted per region by the gate if there is one."""
         table = np.full((N_REGIONS, len(self.members_)), 1.0 / len(self.members_))  # (regions, members)
-        for r, w in gate.items():
+        for r, w in (getattr(self, "gate_", None) or {}).items():
             table[r] = w
-        w = table[annotation_region(X)]  # (n, members)
-        return np.exp((w.T * logs).sum(axis=0))
+        return np.exp((self._member_logs(X) * table[annotation_region(X)]).sum(axis=1))
 
     def _fit_gate(self, X_val, y_val) -> dict[int, list[float]]:
         """{region: member weights}: per region of the validation programs, the simplex-grid weights of the
@@ -158,7 +158,7 @@ class EnsembleModel(CostModel):
         if X_val is None or len(X_val) == 0:
             raise PerfcastError("the ensemble's gate is fitted on validation programs and none were given; fit with "
                                 "X_val, y_val (perfcast train always passes its split's)")
-        logs = np.stack([np.log(m.predict(X_val)) for m in self.members_], axis=1)  # (n_val, members)
+        logs = self._member_logs(X_val)  # (n_val, members)
         y = np.asarray(y_val, np.float64)
         grid = simplex_grid(len(self.members_), GATE_STEP)  # (G, members)
         region = annotation_region(X_val)
