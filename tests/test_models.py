@@ -394,7 +394,8 @@ def test_ensemble_gate_weights_members_per_region_by_validation_mape(mlp_data, t
     plain = get_model("ensemble", **SMALL["ensemble"], members_from=str(tmp_path / "base"), gate="annotations").fit(
         X.take(tr), y[tr], X.take(va), y[va])
     assert plain.gate_ == {} and np.allclose(plain.predict(X), base.predict(X), rtol=1e-9)
-    with pytest.raises(PerfcastError, match=r"ensemble gate 'kind' is not known; known: annotations \(or leave"):
+    with pytest.raises(PerfcastError, match=r"unknown ensemble gate 'kind'; known: annotations \(or leave it unset "
+                                            r"for equal weights\)"):
         get_model("ensemble", **SMALL["ensemble"], gate="kind").fit(X.take(tr), y[tr], X.take(va), y[va])
     with pytest.raises(PerfcastError, match=r"the ensemble's gate is fitted on validation programs and none were"):
         get_model("ensemble", **SMALL["ensemble"], members_from=str(tmp_path / "base"), gate="annotations").fit(

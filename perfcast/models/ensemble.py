@@ -51,7 +51,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import PerfcastError
+from ..errors import PerfcastError, UnknownNameError
 from .base import CostModel, get_model, list_models, load_model, register
 
 DEFAULT_MEMBERS = [["cdmpp", {"use_analytic": True}], ["mlp", {}],
@@ -100,8 +100,8 @@ class EnsembleModel(CostModel):
         target, w = getattr(self, "_X_target", None), getattr(self, "_sample_weight", None)
         g = getattr(self, "_groups", None)
         if self.params["gate"] is not None and self.params["gate"] not in GATES:  # fail before training members
-            raise PerfcastError(f"ensemble gate {self.params['gate']!r} is not known; known: {', '.join(GATES)} "
-                                "(or leave it unset for equal weights)")
+            raise UnknownNameError("ensemble gate", self.params["gate"], list(GATES),
+                                   "or leave it unset for equal weights")
         if self.params["members_from"] is not None:
             self.members_ = _trained_members(self.params["members_from"])
         else:
