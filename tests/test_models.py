@@ -387,6 +387,7 @@ def test_ensemble_gate_weights_members_per_region_by_validation_mape(mlp_data, t
         assert gated == pytest.approx(best[0]) and gated <= np.mean(np.abs(base.predict(X.take(sel)) / y[sel] - 1))
     w = np.array([ens.gate_.get(int(r), [0.5, 0.5]) for r in region])
     np.testing.assert_allclose(ens.predict(X), np.exp((w * logs).sum(axis=1)), rtol=1e-9)
+    np.testing.assert_allclose(ens.gate_table(), [ens.gate_.get(r, [0.5, 0.5]) for r in range(E.N_REGIONS)])
     assert ens.info_["gate"] == {str(r): pytest.approx(v) for r, v in ens.gate_.items()}
     ens.save(tmp_path / "gated")
     np.testing.assert_allclose(load_model(tmp_path / "gated").predict(X), ens.predict(X), rtol=1e-12)
@@ -394,6 +395,7 @@ def test_ensemble_gate_weights_members_per_region_by_validation_mape(mlp_data, t
     plain = get_model("ensemble", **SMALL["ensemble"], members_from=str(tmp_path / "base"), gate="annotations").fit(
         X.take(tr), y[tr], X.take(va), y[va])
     assert plain.gate_ == {} and np.allclose(plain.predict(X), base.predict(X), rtol=1e-9)
+    assert plain.gate_table().tolist() == [[0.5, 0.5]] * E.N_REGIONS
     with pytest.raises(PerfcastError, match=r"unknown ensemble gate 'kind'; known: annotations \(or leave it unset "
                                             r"for equal weights\)"):
         get_model("ensemble", **SMALL["ensemble"], gate="kind").fit(X.take(tr), y[tr], X.take(va), y[va])

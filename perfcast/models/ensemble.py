@@ -145,12 +145,16 @@ class EnsembleModel(CostModel):
         """(n, members) log of each member's predicted latency."""
         return np.stack([np.log(m.predict(X)) for m in self.members_], axis=1)
 
-    def _members_mean(self, X) -> np.ndarray:
-        """(n,) the members' geometric mean, weighted per region by the gate if there is one."""
-        table = np.full((N_REGIONS, len(self.members_)), 1.0 / len(self.members_))  # (regions, members)
+    def gate_table(self) -> np.ndarray:
+        """(regions, members) weights of the members' log predictions per region (equal without a gate)."""
+        table = np.full((N_REGIONS, len(self.members_)), 1.0 / len(self.members_))
         for r, w in (getattr(self, "gate_", None) or {}).items():
             table[r] = w
-        return np.exp((self._member_logs(X) * table[annotation_region(X)]).sum(axis=1))
+        return table
+
+    def _members_mean(self, X) -> np.ndarray:
+        """(n,) the members' geometric mean, weighted per region by the gate if there is one."""
+        return np.exp((self._member_logs(X) * self.gate_table()[annotation_region(X)]).sum(axis=1))
 
     def _fit_gate(self, X_val, y_val) -> dict[int, list[float]]:
         """{region: member weights}: per region of the validation programs, the simplex-grid weights of the
