@@ -25,50 +25,55 @@ import json
 import numpy as np
 
 
-def mape(log_pred: np.ndarray, log_y: np.ndarray) -> float:
-    return float(np.mean(np.abs(np.exp(log_pred - log_y) - 1.0))) if len(log_y) else float("nan")
+def log_mape(log_pred: np.ndarray, log_y: np.ndarray) -> float:
+    """`perfcast.eval.metrics.mape` of predictions and measurements given as logs (NaN for no programs)."""
+    from perfcast.eval.metrics import mape
+
+    return mape(np.exp(log_y), np.exp(log_pred)) if len(log_y) else float("nan")
 
 
-def stack_inputs(m, X) -> np.ndarray:
-    """(n, members + pairs + 1 + analytic) inputs of the `--stack` check."""
+def stack_inputs(X, logs: np.ndarray) -> np.ndarray:
+    """(n, members + pairs + 1 + analytic) inputs of the `--stack` check, from the members' log predictions."""
     from itertools import combinations
 
     from perfcast.models.ensemble import annotation_region
 
-    logs = m._member_logs(X)
     diffs = [logs[:, i] - logs[:, j] for i, j in combinations(range(logs.shape[1]), 2)]
     return np.column_stack([logs, *diffs, annotation_region(X), np.asarray(X.analytic)])
 
 
-def stacked_test_mape(m, X_val, y_val, X_test, y_test, seed: int = 0) -> float:
-    """Test MAPE of the final prediction corrected by a LightGBM stacker fitted on the validation programs."""
+def stacked_test_mape(val: dict, test: dict, seed: int = 0) -> float:
+    """Test MAPE of the final prediction corrected by a LightGBM stacker fitted on the validation programs (`val`,
+    `test`: `member_logs` results)."""
     import lightgbm as lgb
 
-    f_val, f_test = np.log(m.predict(X_val)), np.log(m.predict(X_test))
     st = lgb.LGBMRegressor(n_estimators=300, learning_rate=0.03, num_leaves=7, min_child_samples=50, subsample=0.8,
                            subsample_freq=1, colsample_bytree=0.8, objective="l1", random_state=seed, n_jobs=2,
-                           verbose=-1).fit(stack_inputs(m, X_val), np.log(y_val) - f_val)
-    return mape(f_test + st.predict(stack_inputs(m, X_test)), np.log(y_test))
+                           verbose=-1).fit(stack_inputs(val["X"], val["logs"]), val["ly"] - val["final"])
+    return log_mape(test["final"] + st.predict(stack_inputs(test["X"], test["logs"])), test["ly"])
 
 
-def part_table(m, X, y: np.ndarray) -> dict:
-    """{region: {"n", column: MAPE}} and "all" of one part (`X` features, `y` measured seconds)."""
+def member_logs(m, X, y: np.ndarray) -> dict:
+    """The members' log predictions (n, members), the final log prediction and the log measurements of one part,
+    each computed once."""
+    return {"X": X, "logs": m._member_logs(X), "final": np.log(m.predict(X)), "ly": np.log(y)}
+
+
+def part_table(m, part: dict) -> dict:
+    """{region: {"n", column: MAPE}} and "all" of one part (a `member_logs` result)."""
     from perfcast.models.ensemble import N_REGIONS, annotation_region
 
-    logs = m._member_logs(X)  # (n, members)
-    ly = np.log(y)
-    names = [f"{i}:{mem.name}" for i, mem in enumerate(m.members_)]
-    table = m.gate_table()  # (regions, members)
-    region = annotation_region(X)
-    cols = {n: logs[:, i] for i, n in enumerate(names)}
+    logs, ly = part["logs"], part["ly"]  # (n, members), (n,)
+    region = annotation_region(part["X"])
+    cols = {f"{i}:{mem.name}": logs[:, i] for i, mem in enumerate(m.members_)}
     cols["equal mean"] = logs.mean(axis=1)
-    cols["gated mean"] = (logs * table[region]).sum(axis=1)
-    cols["final"] = np.log(m.predict(X))
+    cols["gated mean"] = (logs * m.gate_table()[region]).sum(axis=1)
+    cols["final"] = part["final"]
     cols["oracle"] = logs[np.arange(len(ly)), np.argmin(np.abs(logs - ly[:, None]), axis=1)]
     out = {}
     for key, sel in [("all", np.ones(len(ly), bool))] + [(str(r), region == r) for r in range(N_REGIONS)]:
         if sel.any():
-            out[key] = {"n": int(sel.sum()), **{c: mape(v[sel], ly[sel]) for c, v in cols.items()}}
+            out[key] = {"n": int(sel.sum()), **{c: log_mape(v[sel], ly[sel]) for c, v in cols.items()}}
     return out
 
 
@@ -88,10 +93,11 @@ def main() -> None:
         raise PerfcastError(f"model {a.model or 'bundled'} is a {m.name!r}, not an ensemble; pass --model DIR of one")
     y = df["latency_s"].to_numpy()
     out = {"model": a.model or "bundled", "split": name, "gate": getattr(m, "gate_", None), "parts": {}}
-    for part, rows in (("val", sp.val), ("test", sp.test)):
-        out["parts"][part] = part_table(m, X.take(rows), y[rows])
+    parts = {part: member_logs(m, X.take(rows), y[rows]) for part, rows in (("val", sp.val), ("test", sp.test))}
+    for part, p in parts.items():
+        out["parts"][part] = part_table(m, p)
     if a.stack:
-        out["stacked_test_mape"] = stacked_test_mape(m, X.take(sp.val), y[sp.val], X.take(sp.test), y[sp.test])
+        out["stacked_test_mape"] = stacked_test_mape(parts["val"], parts["test"])
     if a.json:
         print(json.dumps(out, indent=1))
         return
