@@ -9,8 +9,18 @@ If `random` is far below `by_task`, the error on unseen networks is about tasks 
 distinct tasks (shapes, operators) would help more than more programs of the tasks already collected; if they are
 close, the program representation itself is the limit. Test MAPE, Kendall tau and top-1 per split; no measuring.
 
+`--task-fractions 0.25,0.5,1` also asks how the error scales with the number of distinct training tasks: for each
+fraction f, the records of a seeded random (1 - f) share of the tasks that occur in none of the held-out networks
+are dropped before splitting (so the by_network test part stays the same programs), and every split is trained
+again on what is left. `--subsample programs` drops a (1 - f) share of those tasks' records instead (every task
+kept): at the same number of training programs, is it better to have more tasks or more programs per task?
+`--measured-before 2026-11-28T14:50` trains on the records measured before that time only (UTC, ISO 8601): with and
+without it, the same recipe says what a data round added (the test part is the same as long as the round measured no
+program of a test task).
+
     python bench/splits.py [--model lgbm] [--param features=program --param target_scale=work]
-                           [--splits random,by_task,by_network] [--data DIR] [--seed 0] [--json]
+                           [--splits random,by_task,by_network] [--task-fractions 1] [--subsample tasks]
+                           [--measured-before ISO_TIME] [--data DIR] [--seed 0] [--json]
 """
 
 from __future__ import annotations
@@ -26,32 +36,103 @@ def main() -> None:
     ap.add_argument("--param", action="append", default=None,
                     help="KEY=VALUE model parameter (default: features=program, target_scale=work)")
     ap.add_argument("--splits", default="random,by_task,by_network")
+    ap.add_argument("--task-fractions", default="1",
+                    help="comma-separated shares of the non-held-out tasks to keep, each in (0, 1] (default 1)")
+    ap.add_argument("--subsample", default="tasks", choices=["tasks", "programs"],
+                    help="what --task-fractions drops: whole tasks (default) or programs of every task")
+    ap.add_argument("--measured-before", default=None,
+                    help="only records measured before this UTC time, e.g. 2026-11-28T14:50 (default: all)")
     ap.add_argument("--data", default=None, help="dataset directory (default: the bundled dataset)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
 
     from perfcast.cli.model_cmd import _parse_params
+    from perfcast.errors import PerfcastError
     from perfcast.eval.workflow import load_data, train
 
     params = _parse_params(a.param or ["features=program", "target_scale=work"])
+    try:
+        fractions = [float(f) for f in a.task_fractions.split(",") if f.strip()]
+    except ValueError:
+        fractions = []
+    if not fractions or any(not 0 < f <= 1 for f in fractions):
+        raise PerfcastError(f"--task-fractions {a.task_fractions!r}: each share must be in (0, 1], e.g. 0.25,0.5,1")
     loaded = load_data(a.data, progress=False)
-    out = {"model": a.model, "params": params, "seed": a.seed, "splits": {}}
-    for split in [s.strip() for s in a.splits.split(",") if s.strip()]:
-        t0 = time.perf_counter()
-        r = train(model=a.model, split=split, params=params, seed=a.seed, progress=False, loaded=loaded)
-        o = r["test"]["overall"]
-        out["splits"][split] = {"sizes": r["sizes"], "mape": o["mape"], "kendall_tau": o["kendall_tau"],
-                                "top1": o["top1"], "seconds": time.perf_counter() - t0}
+    if a.measured_before:
+        loaded = measured_before(loaded, a.measured_before)
+    out = {"model": a.model, "params": params, "seed": a.seed, "measured_before": a.measured_before, "runs": []}
+    for f in fractions:
+        part = keep_task_fraction(loaded, f, a.seed, a.subsample)
+        for split in [s.strip() for s in a.splits.split(",") if s.strip()]:
+            t0 = time.perf_counter()
+            r = train(model=a.model, split=split, params=params, seed=a.seed, progress=False, loaded=part)
+            o = r["test"]["overall"]
+            out["runs"].append({"fraction": f, "subsample": a.subsample, "split": split, "sizes": r["sizes"],
+                                "tasks": int(part[1]["workload_key"].nunique()),
+                                "mape": o["mape"], "kendall_tau": o["kendall_tau"], "top1": o["top1"],
+                                "seconds": time.perf_counter() - t0})
     if a.json:
         print(json.dumps(out, indent=1))
         return
-    print(f"{a.model} {params}, seed {a.seed}")
-    for split, o in out["splits"].items():
-        print(f"{split:>11}: test MAPE {100 * o['mape']:.1f} %, Kendall tau {o['kendall_tau']:.3f}, top-1 "
-              f"{o['top1']:.3f} ({o['sizes']['train']:,} train / {o['sizes']['test']:,} test programs, "
-              f"{o['seconds']:.0f} s)")
+    before = f", records measured before {a.measured_before}" if a.measured_before else ""
+    print(f"{a.model} {params}, seed {a.seed}{before}")
+    for o in out["runs"]:
+        print(f"{o['subsample']} x{o['fraction']:<5} {o['split']:>11}: test MAPE {100 * o['mape']:.1f} %, "
+              f"Kendall tau {o['kendall_tau']:.3f}, top-1 {o['top1']:.3f} ({o['sizes']['train']:,} train / "
+              f"{o['sizes']['test']:,} test programs, {o['tasks']:,} tasks, {o['seconds']:.0f} s)")
+
+
+def measured_before(loaded, when: str):
+    """`loaded` without the records measured at or after `when` (an ISO 8601 time, UTC unless it says otherwise)."""
+    import pandas as pd
+
+    from perfcast.errors import PerfcastError
+
+    ds, df, X = loaded
+    try:
+        cut = pd.Timestamp(when)
+    except ValueError as e:
+        raise PerfcastError(f"--measured-before {when!r} is not a time; give ISO 8601, e.g. 2026-11-28T14:50") from e
+    cut = cut.tz_localize("UTC") if cut.tzinfo is None else cut
+    stamps = ds.read("records", ["record_id", "timestamp"]).to_pandas().set_index("record_id")["timestamp"]
+    t = pd.to_datetime(df["record_id"].map(stamps), utc=True, format="ISO8601")
+    keep = (t < cut).to_numpy()
+    if not keep.any():
+        raise PerfcastError(f"no record was measured before {when}; pick a later time")
+    return ds, df.iloc[keep].reset_index(drop=True), X.take(keep.nonzero()[0])
+
+
+def keep_task_fraction(loaded, fraction: float, seed: int, subsample: str = "tasks"):
+    """`loaded` = (dataset, records, features) without the records of a seeded random (1 - fraction) share of the
+    tasks that occur in none of the held-out networks (`perfcast.eval.workflow.HELD_OUT`), or with `subsample=
+    "programs"` without a (1 - fraction) share of those tasks' records."""
+    import numpy as np
+
+    from perfcast.eval.workflow import HELD_OUT
+
+    if fraction >= 1:
+        return loaded
+    ds, df, X = loaded
+    held = df["networks"].map(lambda ns: any(n in HELD_OUT for n in (ns if ns is not None else ())))
+    rng = np.random.default_rng(seed)
+    if subsample == "programs":
+        others = np.flatnonzero(~held.to_numpy())
+        dropped = rng.permutation(others)[round(fraction * len(others)):]
+        keep = np.setdiff1d(np.arange(len(df)), dropped)
+    else:
+        tasks = np.sort(df.loc[~held, "workload_key"].unique())
+        drop = set(rng.permutation(tasks)[round(fraction * len(tasks)):])
+        keep = np.flatnonzero(~df["workload_key"].isin(drop).to_numpy())
+    return ds, df.iloc[keep].reset_index(drop=True), X.take(keep)
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    from perfcast.errors import PerfcastError
+
+    try:
+        main()
+    except PerfcastError as err:
+        sys.exit(f"error: {err}")
