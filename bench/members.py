@@ -109,9 +109,12 @@ def main() -> None:
         for r, row in tab.items():
             print(f"{r:>7} {row['n']:>7} " + " ".join(f"{100 * row[c]:>12.1f}" for c in cols))
     if a.stack:
+        final = out["parts"]["test"]["all"]["final"]
         print(f"\ntest MAPE of the final prediction corrected by a stacker fitted on validation: "
-              f"{100 * out['stacked_test_mape']:.1f} % (final alone: {100 * out['parts']['test']['all']['final']:.1f} %)")
+              f"{100 * out['stacked_test_mape']:.1f} % (final alone: {100 * final:.1f} %)")
 
 
 if __name__ == "__main__":
-    main()
+    from perfcast.errors import run_with_one_line_errors
+
+    run_with_one_line_errors(main)  # a PerfcastError (e.g. --model of a non-ensemble): one line, as the CLI says it

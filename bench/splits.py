@@ -16,7 +16,8 @@ again on what is left. `--subsample programs` drops a (1 - f) share of those tas
 kept): at the same number of training programs, is it better to have more tasks or more programs per task?
 `--measured-before 2026-11-28T14:50` trains on the records measured before that time only (UTC, ISO 8601): with and
 without it, the same recipe says what a data round added (the test part is the same as long as the round measured no
-program of a test task).
+program of a test task). A program the round re-measured under a newer protocol is dropped, not replaced by its
+older record: "before" is the data minus the round's records.
 
     python bench/splits.py [--model lgbm] [--param features=program --param target_scale=work]
                            [--splits random,by_task,by_network] [--task-fractions 1] [--subsample tasks]
@@ -69,7 +70,8 @@ def main() -> None:
             r = train(model=a.model, split=split, params=params, seed=a.seed, progress=False, loaded=part)
             o = r["test"]["overall"]
             out["runs"].append({"fraction": f, "subsample": a.subsample, "split": split, "sizes": r["sizes"],
-                                "tasks": int(part[1]["workload_key"].nunique()),
+                                "tasks_outside_test_networks": int(
+                                    part[1].loc[outside_test_networks(part[1]), "workload_key"].nunique()),
                                 "mape": o["mape"], "kendall_tau": o["kendall_tau"], "top1": o["top1"],
                                 "seconds": time.perf_counter() - t0})
     if a.json:
@@ -80,7 +82,8 @@ def main() -> None:
     for o in out["runs"]:
         print(f"{o['subsample']} x{o['fraction']:<5} {o['split']:>11}: test MAPE {100 * o['mape']:.1f} %, "
               f"Kendall tau {o['kendall_tau']:.3f}, top-1 {o['top1']:.3f} ({o['sizes']['train']:,} train / "
-              f"{o['sizes']['test']:,} test programs, {o['tasks']:,} tasks, {o['seconds']:.0f} s)")
+              f"{o['sizes']['test']:,} test programs, {o['tasks_outside_test_networks']:,} tasks outside the test "
+              f"networks, {o['seconds']:.0f} s)")
 
 
 def measured_before(loaded, when: str):
@@ -103,36 +106,36 @@ def measured_before(loaded, when: str):
     return ds, df.iloc[keep].reset_index(drop=True), X.take(keep.nonzero()[0])
 
 
+def outside_test_networks(df):
+    """(n,) bool: records of tasks that occur in none of the by_network split's test networks."""
+    from perfcast.eval.splits import DEFAULT_TEST_NETWORKS
+
+    return ~df["networks"].map(lambda ns: any(n in DEFAULT_TEST_NETWORKS for n in ns)).to_numpy()
+
+
 def keep_task_fraction(loaded, fraction: float, seed: int, subsample: str = "tasks"):
     """`loaded` = (dataset, records, features) without the records of a seeded random (1 - fraction) share of the
-    tasks that occur in none of the held-out networks (`perfcast.eval.workflow.HELD_OUT`), or with `subsample=
-    "programs"` without a (1 - fraction) share of those tasks' records."""
+    tasks outside the by_network test networks (`outside_test_networks`), or with `subsample="programs"` without a
+    (1 - fraction) share of those tasks' records."""
     import numpy as np
-
-    from perfcast.eval.workflow import HELD_OUT
 
     if fraction >= 1:
         return loaded
     ds, df, X = loaded
-    held = df["networks"].map(lambda ns: any(n in HELD_OUT for n in (ns if ns is not None else ())))
+    outside = outside_test_networks(df)
     rng = np.random.default_rng(seed)
     if subsample == "programs":
-        others = np.flatnonzero(~held.to_numpy())
+        others = np.flatnonzero(outside)
         dropped = rng.permutation(others)[round(fraction * len(others)):]
         keep = np.setdiff1d(np.arange(len(df)), dropped)
     else:
-        tasks = np.sort(df.loc[~held, "workload_key"].unique())
+        tasks = np.sort(df.loc[outside, "workload_key"].unique())
         drop = set(rng.permutation(tasks)[round(fraction * len(tasks)):])
         keep = np.flatnonzero(~df["workload_key"].isin(drop).to_numpy())
     return ds, df.iloc[keep].reset_index(drop=True), X.take(keep)
 
 
 if __name__ == "__main__":
-    import sys
+    from perfcast.errors import run_with_one_line_errors
 
-    from perfcast.errors import PerfcastError
-
-    try:
-        main()
-    except PerfcastError as err:
-        sys.exit(f"error: {err}")
+    run_with_one_line_errors(main)  # a PerfcastError (bad argument, missing file): one line, as the CLI says it

@@ -17,9 +17,9 @@ import pandas as pd
 from .. import paths
 from ..errors import PerfcastError
 from .metrics import summarize
-from .splits import get_split
+from .splits import DEFAULT_TEST_NETWORKS, get_split
 
-HELD_OUT = ("resnet50", "mobilenet_v2", "bert_tiny")
+HELD_OUT = DEFAULT_TEST_NETWORKS  # the by_network split's test networks
 # loss weight of a TVM default-pipeline kernel relative to a random schedule (see `train`; its effect: README, Models)
 DEFAULT_WEIGHT = 10.0
 # loss weight of a program a meta-schedule search found (imported from a tuning database) relative to a random one
