@@ -50,6 +50,7 @@ def main() -> None:
 
     from perfcast.cli.model_cmd import _parse_params
     from perfcast.errors import PerfcastError
+    from perfcast.eval import held_out_task_mask
     from perfcast.eval.workflow import load_data, train
 
     params = _parse_params(a.param or ["features=program", "target_scale=work"])
@@ -65,13 +66,13 @@ def main() -> None:
     out = {"model": a.model, "params": params, "seed": a.seed, "measured_before": a.measured_before, "runs": []}
     for f in fractions:
         part = keep_task_fraction(loaded, f, a.seed, a.subsample)
+        n_tasks = int(part[1].loc[~held_out_task_mask(part[1]), "workload_key"].nunique())
         for split in [s.strip() for s in a.splits.split(",") if s.strip()]:
             t0 = time.perf_counter()
             r = train(model=a.model, split=split, params=params, seed=a.seed, progress=False, loaded=part)
             o = r["test"]["overall"]
             out["runs"].append({"fraction": f, "subsample": a.subsample, "split": split, "sizes": r["sizes"],
-                                "tasks_outside_test_networks": int(
-                                    part[1].loc[outside_test_networks(part[1]), "workload_key"].nunique()),
+                                "tasks_outside_test_networks": n_tasks,
                                 "mape": o["mape"], "kendall_tau": o["kendall_tau"], "top1": o["top1"],
                                 "seconds": time.perf_counter() - t0})
     if a.json:
@@ -106,23 +107,18 @@ def measured_before(loaded, when: str):
     return ds, df.iloc[keep].reset_index(drop=True), X.take(keep.nonzero()[0])
 
 
-def outside_test_networks(df):
-    """(n,) bool: records of tasks that occur in none of the by_network split's test networks."""
-    from perfcast.eval.splits import DEFAULT_TEST_NETWORKS
-
-    return ~df["networks"].map(lambda ns: any(n in DEFAULT_TEST_NETWORKS for n in ns)).to_numpy()
-
-
 def keep_task_fraction(loaded, fraction: float, seed: int, subsample: str = "tasks"):
     """`loaded` = (dataset, records, features) without the records of a seeded random (1 - fraction) share of the
-    tasks outside the by_network test networks (`outside_test_networks`), or with `subsample="programs"` without a
-    (1 - fraction) share of those tasks' records."""
+    tasks outside the by_network test part (`perfcast.eval.held_out_task_mask`, so that part stays the same
+    programs), or with `subsample="programs"` without a (1 - fraction) share of those tasks' records."""
     import numpy as np
+
+    from perfcast.eval import held_out_task_mask
 
     if fraction >= 1:
         return loaded
     ds, df, X = loaded
-    outside = outside_test_networks(df)
+    outside = ~held_out_task_mask(df)
     rng = np.random.default_rng(seed)
     if subsample == "programs":
         others = np.flatnonzero(outside)

@@ -13,7 +13,8 @@ from scipy import stats
 
 from perfcast.errors import PerfcastError, UnknownNameError
 from perfcast.eval import (SPLITS, Split, accuracy_within, by_device, by_network, by_task, get_split,
-                           kendall_tau_by_group, mape, r2, random_split, rmse, summarize, top_k_score)
+                           held_out_task_mask, kendall_tau_by_group, mape, r2, random_split, rmse, summarize,
+                           top_k_score)
 
 # ------------------------------------------------------------------------------------------------------------ metrics
 
@@ -218,6 +219,19 @@ def test_by_network_is_strict():
     # two networks: vgg11 tasks are test as well
     both = by_network(df, seed=0, test_networks=["resnet50", "vgg11"])
     assert _tasks(df, both.test) == {"t0", "t1", "t2", "t3"} | {f"t{t}" for t in range(4, 19, 2)}
+
+
+def test_held_out_task_mask_is_by_networks_test_part():
+    """The mask goes by task, not by each record's own networks: t0's second record names only resnet18 (as a record
+    of a task measured before resnet50 was in the zoo would), yet it is a record of a test task."""
+    df = pd.DataFrame({"workload_key": ["t0", "t0", "t1", "t2", "t3", "t4"],
+                       "networks": [["resnet50"], ["resnet18"], ["resnet18"], [], ["vgg11", "resnet50"], ["vgg11"]]})
+    mask = held_out_task_mask(df, "resnet50")
+    assert mask.tolist() == [True, True, False, False, True, False]
+    assert np.array_equal(np.flatnonzero(mask), by_network(df, seed=0, test_networks="resnet50", val_frac=0.5).test)
+    assert held_out_task_mask(df).tolist() == mask.tolist()  # default: resnet50, mobilenet_v2, bert_tiny
+    assert held_out_task_mask(df, "vgg11,resnet18").tolist() == [True, True, True, False, True, True]
+    assert not held_out_task_mask(df, ["bert_base"]).any()
 
 
 def test_by_network_scores_only_new_protocol_records_when_asked():

@@ -1,11 +1,14 @@
 """Evaluating performance models: named dataset splits and accuracy metrics (numpy/pandas/scipy only).
 
-- `splits`: `get_split(name, **params)(df, seed) -> Split` (train/val/test positional indices); names in `SPLITS`
+- `splits`: `get_split(name, **params)(df, seed) -> Split` (train/val/test positional indices); names in `SPLITS`;
+  `held_out_task_mask(df)`: the records of the by_network test networks' tasks
 - `metrics`: mape, rmse, accuracy_within, r2, kendall_tau_by_group, top_k_score, and `summarize` for all of them
 """
 
 from .metrics import accuracy_within, kendall_tau_by_group, mape, r2, rmse, summarize, top_k_score
-from .splits import SPLITS, Split, by_device, by_network, by_task, get_split, list_splits, random_split
+from .splits import (SPLITS, Split, by_device, by_network, by_task, get_split, list_splits, random_split,
+                     held_out_task_mask)
 
 __all__ = ["SPLITS", "Split", "get_split", "list_splits", "random_split", "by_network", "by_task", "by_device",
-           "mape", "rmse", "accuracy_within", "r2", "kendall_tau_by_group", "top_k_score", "summarize"]
+           "held_out_task_mask", "mape", "rmse", "accuracy_within", "r2", "kendall_tau_by_group", "top_k_score",
+           "summarize"]

@@ -139,6 +139,18 @@ def _task_networks(df: pd.DataFrame) -> pd.DataFrame:
     return pairs[pairs["network"].notna()]
 
 
+def _in_tasks_of(df: pd.DataFrame, pairs: pd.DataFrame, networks: list[str]) -> np.ndarray:
+    """(n,) bool: the records of every task that occurs in any of `networks` (`pairs` = `_task_networks(df)`)."""
+    return np.isin(df["workload_key"].to_numpy(), pairs.loc[pairs["network"].isin(networks), "task"].unique())
+
+
+def held_out_task_mask(df: pd.DataFrame,
+                       test_networks: str | Iterable[str] = DEFAULT_TEST_NETWORKS) -> np.ndarray:
+    """(n,) bool: the records `by_network` puts in its test part (before `eval_min_protocol`): every record of every
+    task that occurs in any of `test_networks`, also the records whose own `networks` name only training networks."""
+    return _in_tasks_of(df, _task_networks(df), _as_names(test_networks))
+
+
 def by_network(df: pd.DataFrame, seed: int = 0, *, test_networks: str | Iterable[str] = DEFAULT_TEST_NETWORKS,
                val_frac: float = 0.1, eval_min_protocol: int = 0) -> Split:
     """Held-out networks: test is every record of every task that occurs in any of `test_networks`.
@@ -162,9 +174,8 @@ def by_network(df: pd.DataFrame, seed: int = 0, *, test_networks: str | Iterable
     if not wanted or unknown:
         raise PerfcastError(f"split by_network: no record of networks {unknown or wanted} in the data; known networks: "
                             f"{', '.join(known) or '(none)'}; pick --test-networks among them")
-    test_tasks = pairs.loc[pairs["network"].isin(wanted), "task"].unique()
     tasks = df["workload_key"].to_numpy()
-    is_test = np.isin(tasks, test_tasks)
+    is_test = _in_tasks_of(df, pairs, wanted)
     rest = tasks[~is_test]
     (val_tasks,) = _hold_out_tasks(rest, np.random.default_rng(seed), val_frac)
     is_val = ~is_test & np.isin(tasks, val_tasks)
