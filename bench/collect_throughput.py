@@ -4,9 +4,11 @@ CPU, and timed one at a time), and, as the in-process baseline in the same run, 
 and timed one after another in this process (what a plain loop over TVM gets). With --mixed-tasks N, also the
 collector's rate over the first N tasks of resnet18 (4 programs each: small and large kernels mixed).
 
-    python bench/collect_throughput.py [--programs 60] [--device local] [--mixed-tasks 15]
+    python bench/collect_throughput.py [--programs 60] [--device local] [--mixed-tasks 15] [--runs 3]
 
-Prints one line per mode and the ratio. Keep the machine quiet while it runs (the collector pauses if not).
+Prints one line per run and mode, then the medians and their ratio. The runs alternate the two modes: a shared
+host's speed drifts over minutes (single runs of the same code gave 109 to 140 programs/min on the znver4 host on
+2026-11-28). Keep the machine quiet while it runs (the collector pauses if not).
 """
 
 from __future__ import annotations
@@ -24,7 +26,16 @@ def main() -> None:
     ap.add_argument("--programs", type=int, default=60)
     ap.add_argument("--device", default="local")
     ap.add_argument("--mixed-tasks", type=int, default=15, help="0 skips the mixed-task run")
+    ap.add_argument("--runs", type=int, default=3,
+                    help="isolated and in-process runs, alternated; the figures are their medians (default 3)")
     a = ap.parse_args()
+    if a.runs < 1 or a.programs < 2:
+        from perfcast.errors import PerfcastError
+
+        raise PerfcastError(f"--runs {a.runs} --programs {a.programs}: need at least 1 run of 2 programs, e.g. "
+                            "--runs 3 --programs 60")
+
+    import statistics
 
     import tvm
 
@@ -36,21 +47,7 @@ def main() -> None:
     from perfcast.devices import get_device
 
     spec = get_device(a.device)
-    with tempfile.TemporaryDirectory() as out:
-        # isolated: the real collector (extraction is outside the timed part: collect() times only measuring)
-        res = collect(CollectConfig(networks=("resnet50",), device=a.device, programs_per_task=a.programs,
-                                    only_tasks=(TASK,)), out, log=lambda m: None, progress=False)
-        iso = 60 * res.measured / res.seconds
-        print(f"isolated (collector, {_workers()} build workers): {res.measured} programs in {res.seconds:.1f} s "
-              f"= {iso:.0f} programs/min (statuses {dict(res.by_status)}, load pauses {res.pauses})")
-    if a.mixed_tasks:
-        with tempfile.TemporaryDirectory() as out:
-            res = collect(CollectConfig(networks=("resnet18",), device=a.device, programs_per_task=4,
-                                        max_tasks=a.mixed_tasks), out, log=lambda m: None, progress=False)
-            print(f"mixed tasks (resnet18, first {res.tasks}): {res.measured} programs in {res.seconds:.1f} s = "
-                  f"{60 * res.measured / res.seconds:.0f} programs/min (load pauses {res.pauses})")
-
-    # in-process baseline: same task, same kind of programs, same timing rounds, no worker process
+    # the in-process baseline's programs: same task, same kind of programs, same timing rounds, no worker process
     nt = extract("resnet50", spec.target())
     task = next(t for t in nt.tasks if t.task_name == TASK)
     cfg, dev, target = MeasureConfig(), tvm.cpu(0), tvm.target.Target(json.loads(spec.target_json))
@@ -60,20 +57,45 @@ def main() -> None:
         progs.append(p)
         if len(progs) >= a.programs:
             break
-    t0, n = time.time(), 0
-    for p in progs:
-        try:
-            lib = tvm.build(p.mod, target=target)
-            f = lib["main"]
-            for _ in range(cfg.rounds):  # the collector's timing rounds, back to back
-                time_function(lambda k, r: lib.time_evaluator("main", dev, number=k, repeat=r)(*args).results,
-                              lambda: f(*args), cfg)
-        except Exception:  # noqa: BLE001 - a failing program still costs its time
-            pass
-        n += 1
-    base = 60 * n / (time.time() - t0)
-    print(f"in-process baseline: {n} programs = {base:.0f} programs/min")
-    print(f"programs_per_minute_isolated={iso:.0f} ratio_vs_in_process={iso / base:.2f} (target >= 120/min)")
+
+    def isolated() -> float:  # the real collector (extraction is outside the timed part: collect() times measuring)
+        with tempfile.TemporaryDirectory() as out:
+            res = collect(CollectConfig(networks=("resnet50",), device=a.device, programs_per_task=a.programs,
+                                        only_tasks=(TASK,)), out, log=lambda m: None, progress=False)
+        rate = 60 * res.measured / res.seconds
+        print(f"isolated (collector, {_workers()} build workers): {res.measured} programs in {res.seconds:.1f} s "
+              f"= {rate:.0f} programs/min (statuses {dict(res.by_status)}, load pauses {res.pauses})", flush=True)
+        return rate
+
+    def in_process() -> float:
+        t0, n = time.time(), 0
+        for p in progs:
+            try:
+                lib = tvm.build(p.mod, target=target)
+                f = lib["main"]
+                for _ in range(cfg.rounds):  # the collector's timing rounds, back to back
+                    time_function(lambda k, r: lib.time_evaluator("main", dev, number=k, repeat=r)(*args).results,
+                                  lambda: f(*args), cfg)
+            except Exception:  # noqa: BLE001 - a failing program still costs its time
+                pass
+            n += 1
+        rate = 60 * n / (time.time() - t0)
+        print(f"in-process baseline: {n} programs = {rate:.0f} programs/min", flush=True)
+        return rate
+
+    iso, base = [], []
+    for _ in range(a.runs):  # alternated, so that a slow spell of the host weighs on both
+        iso.append(isolated())
+        base.append(in_process())
+    if a.mixed_tasks:
+        with tempfile.TemporaryDirectory() as out:
+            res = collect(CollectConfig(networks=("resnet18",), device=a.device, programs_per_task=4,
+                                        max_tasks=a.mixed_tasks), out, log=lambda m: None, progress=False)
+            print(f"mixed tasks (resnet18, first {res.tasks}): {res.measured} programs in {res.seconds:.1f} s = "
+                  f"{60 * res.measured / res.seconds:.0f} programs/min (load pauses {res.pauses})")
+    m_iso, m_base = statistics.median(iso), statistics.median(base)
+    print(f"programs_per_minute_isolated={m_iso:.0f} ratio_vs_in_process={m_iso / m_base:.2f} "
+          f"(medians of {a.runs} runs; target >= 120/min)")
 
 
 def _workers() -> int:

@@ -113,8 +113,8 @@ def test_parallel_builds_time_one_program_at_a_time(matmul64, target_json):
 
 def test_timing_rounds_label_the_lowest_round_and_survive_a_crash(matmul64, target_json):
     """Protocol 2: each program is timed in `rounds` rounds (at least `round_gap_s` apart), labelled with the
-    lowest round median; a crash takes its worker's other programs with it, and they are built again before the
-    next round instead of being lost."""
+    lowest round median; a crash takes its worker's other programs with it, and they are built again and timed in
+    the same round instead of being lost."""
     import tvm
 
     from perfcast.data.schema import MEASURE_PROTOCOL
@@ -132,7 +132,8 @@ def test_timing_rounds_label_the_lowest_round_and_survive_a_crash(matmul64, targ
     with IsolatedRunner(1, cfg, workers=2, per_worker=2) as runner:
         assert runner.slots == 4 and runner.protocol == MEASURE_PROTOCOL == 2
         t0 = time.time()
-        # worker 0 holds programs 0 and 1, worker 1 holds 2 and 3: the crash (1) kills program 0's worker
+        # each worker holds two programs (which two depends on whose build ends first); the crash (1) kills its
+        # worker; its other program, if not yet timed, is built again and timed in the same round
         res = runner.run_batch([good, crash, good, good], target_json, quiet)
         took = time.time() - t0
     assert [r["status"] for r in res] == ["ok", "run_error", "ok", "ok"]
@@ -271,6 +272,8 @@ def test_local_records_of_another_machine_do_not_count_here(tmp_path):
     two = {"tasks": 3, "min": 2, "p10": 2.0, "median": 2.0, "p90": 2.0, "max": 2}  # 3 tasks x 2 programs each
     assert s["programs_per_task_by_device"] == {device_key(here): two, device_key(other): two}
     assert s["network_programs_per_task_by_device"] == s["programs_per_task_by_device"]  # the mlp's tasks
+    assert s["network_programs_per_task_by_device_and_batch"] == {device_key(here): {"1": two},
+                                                                 device_key(other): {"1": two}}
     assert DeviceSpec.from_json(moved[0].device_spec_json).name == "Other CPU"
 
 

@@ -147,9 +147,31 @@ def test_summary_of_the_imported_dataset(imported):
     assert s["programs_per_task_by_device"] == {s["device_ids"][0]: {"tasks": 1, "min": n, "p10": n, "median": n,
                                                                    "p90": n, "max": n}}
     assert s["network_programs_per_task_by_device"] == {}  # an imported database has no networks
+    assert s["network_programs_per_task_by_device_and_batch"] == {}
     assert s["plot"] == str(paths.summary_dir(out) / "latency_hist.png")
     assert os.path.getsize(s["plot"]) > 1000
     json.dumps(s, allow_nan=False)  # JSON-able, no NaN
+
+
+def test_summary_depth_per_batch_size_counts_shared_tasks_in_both_and_leaves_out_layer_suites():
+    """Programs per task by (device, batch size): a task of networks at batch 1 and 2 counts in both, a layer
+    suite's task in neither, and a device without records at a batch size has no entry for it."""
+    import pandas as pd
+
+    from perfcast.data.summary import _by_device_and_batch
+
+    per_task_dev = pd.Series([10, 4, 7, 100, 1],
+                             index=pd.MultiIndex.from_tuples([("a", "d1"), ("b", "d1"), ("c", "d1"), ("a", "d2"),
+                                                              ("L", "d1")], names=["workload_key", "device_id"]))
+    nets = pd.DataFrame({"network": ["n1", "n1", "n2", "n2", "layers:conv"], "batch_size": [1, 1, 2, 2, 1],
+                         "workload_key": ["a", "b", "a", "c", "L"]})
+    got = _by_device_and_batch(per_task_dev, nets)
+    assert got == {
+        "d1": {"1": {"tasks": 2, "min": 4, "p10": 4.6, "median": 7.0, "p90": 9.4, "max": 10},
+               "2": {"tasks": 2, "min": 7, "p10": 7.3, "median": 8.5, "p90": 9.7, "max": 10}},
+        "d2": {"1": {"tasks": 1, "min": 100, "p10": 100.0, "median": 100.0, "p90": 100.0, "max": 100},
+               "2": {"tasks": 1, "min": 100, "p10": 100.0, "median": 100.0, "p90": 100.0, "max": 100}},
+    }
 
 
 def test_summary_counts_duplicates(imported, tmp_path):

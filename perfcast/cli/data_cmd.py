@@ -79,6 +79,14 @@ def summary(
         for dev, v in s[key].items():
             dt.add_row(dev, *(_fmt(v[k]) for k in ("tasks", "min", "p10", "median", "p90", "max")))
         console.print(dt)
+    if s["network_programs_per_task_by_device_and_batch"]:
+        bt = Table(title="ok programs per task by device and batch size: tasks of networks")
+        for c in ("device", "batch", "tasks", "min", "p10", "median", "p90", "max"):
+            bt.add_column(c, justify="left" if c == "device" else "right")
+        for dev, per_batch in s["network_programs_per_task_by_device_and_batch"].items():
+            for b, v in per_batch.items():
+                bt.add_row(dev, b, *(_fmt(v[k]) for k in ("tasks", "min", "p10", "median", "p90", "max")))
+        console.print(bt)
     if s["per_network"]:
         nt = Table(title="per network")
         for c in ("network", "batch sizes", "tasks", "tasks with records", "ok records"):

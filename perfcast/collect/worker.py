@@ -8,9 +8,10 @@ attributed to the right phase) and `measure` (the timing protocol of `measure.py
 its timeout is killed and restarted; its stderr tail becomes the record's error text.
 
 `IsolatedRunner(threads, workers=k, per_worker=m)` keeps k workers, each holding up to m built programs: a batch of
-up to k*m programs is built k at a time (building is single-threaded; on this 2-core machine it is ~75 % of a
-program's cost), then timed one after another while the other workers wait idle on their pipes, so every
-measurement sees a quiet machine. Timing goes in `MeasureConfig.rounds` rounds over the batch: a program's rounds
+up to k*m programs is built k at a time, each worker taking the next program as soon as its build is done (building
+is single-threaded; on this 2-core machine it is ~75 % of a program's cost, and one program builds up to 3x longer
+than another of the same task, so workers that waited for each other's builds lost a third of it), then timed
+one after another while the other workers wait idle on their pipes, so every measurement sees a quiet machine. Timing goes in `MeasureConfig.rounds` rounds over the batch: a program's rounds
 are at least `round_gap_s` apart, its label is the lowest round median (measurement protocol 2,
 `perfcast.data.schema.PROTOCOLS`). On a shared cloud host a program runs up to 2x slower for seconds at a time
 while neighbours load the machine (no steal time shows it); the lowest of three rounds a second apart is the
@@ -224,6 +225,15 @@ class _Worker:
         self._t0 = time.perf_counter()
         self._slot = slot
 
+    @property
+    def pipe(self) -> Connection:
+        """The connection the worker answers on (for `multiprocessing.connection.wait` over several workers)."""
+        return self._recv
+
+    def build_deadline(self) -> float:
+        """`time.perf_counter()` by which the submitted build must have answered."""
+        return self._t0 + self.config.build_timeout_s
+
     def wait_built(self) -> dict | None:
         """None when the program built; otherwise its final result (build error, timeout, crash)."""
         msg = self._await_build(self._t0)
@@ -278,7 +288,7 @@ class IsolatedRunner:
 
     protocol = MEASURE_PROTOCOL
 
-    def __init__(self, threads: int, config: MeasureConfig | None = None, workers: int = 1, per_worker: int = 6):
+    def __init__(self, threads: int, config: MeasureConfig | None = None, workers: int = 1, per_worker: int = 12):
         if workers < 1 or per_worker < 1:
             raise ValueError(f"workers={workers}, per_worker={per_worker}: need at least one of each")
         self.threads = threads
@@ -318,26 +328,39 @@ class IsolatedRunner:
         """Build and time one program; always returns a result dict with a status."""
         return self.run_batch([mod_json], target_json)[0]
 
-    def _build(self, items: list[int], mod_jsons: list[str], target_json: str, final: dict) -> None:
-        """Build programs `items` in their workers' slots, one per worker at a time; failures go to `final`."""
-        n = len(mod_jsons)
-        queues = [[i for i in items if self._where(i, n)[0] == w] for w in range(self.workers)]
-        while any(queues):
-            wave = [(w, q.pop(0)) for w, q in enumerate(queues) if q]
-            for w, i in wave:
-                self._pool[w].submit_build(mod_jsons[i], target_json, self._where(i, n)[1])
-            for w, i in wave:
-                r = self._pool[w].wait_built()
-                if r is not None:
-                    final[i] = r
+    def _build(self, items: list[int], mod_jsons: list[str], target_json: str, final: dict,
+               place: dict[int, tuple[int, int]]) -> None:
+        """Build programs `items`, each on the first worker to fall idle that has a free slot (build times differ
+        up to 3x between programs of one task; a worker never waits for another's build), recording each built
+        program's (worker, slot) in `place`; failures go to `final`."""
+        from multiprocessing.connection import wait
 
-    def _where(self, i: int, n: int) -> tuple[int, int]:
-        """(worker, slot) of the i-th of a batch of n programs: consecutive programs share a worker (a timing
-        round then switches workers, which needs the previous worker's pool threads to settle, only
-        `workers - 1` times), the batch split evenly so that every worker builds its share."""
-        w = i * self.workers // n
-        first = -(-w * n // self.workers)  # the first program of worker w
-        return w, i - first
+        queue = list(items)
+        for i in items:
+            place.pop(i, None)
+        busy: dict[int, int] = {}  # worker -> the program it is building
+
+        def free_slot(w: int) -> int | None:
+            used = {s for j, (v, s) in place.items() if v == w and j not in final}
+            return next((s for s in range(self.per_worker) if s not in used), None)
+
+        while queue or busy:
+            for w in range(self.workers):
+                if w not in busy and queue and (slot := free_slot(w)) is not None:
+                    i = queue.pop(0)
+                    place[i] = (w, slot)
+                    self._pool[w].submit_build(mod_jsons[i], target_json, slot)
+                    busy[w] = i
+            # the first worker to answer (or to die: its pipe reads EOF), else the one whose build timed out first
+            deadline = min(self._pool[w].build_deadline() for w in busy)
+            ready = wait([self._pool[w].pipe for w in busy], timeout=max(0.0, deadline - time.perf_counter()))
+            w = next((w for w in busy if self._pool[w].pipe in ready),
+                     min(busy, key=lambda v: self._pool[v].build_deadline()))
+            i = busy.pop(w)
+            r = self._pool[w].wait_built()
+            if r is not None:
+                final[i] = r
+                place.pop(i)
 
     def run_batch(self, mod_jsons: list[str], target_json: str,
                   quiet: Callable[[Callable[[], list[dict]]], list[dict]] | None = None) -> list[dict]:
@@ -345,45 +368,54 @@ class IsolatedRunner:
 
         `quiet(measure_all)` wraps each round (the collector's load check: it calls `measure_all()` again when other
         processes loaded the CPU meanwhile, which times that round again); builds are never timed, so they need no
-        quiet machine. A program whose worker crashed on another program is built again before its next round.
+        quiet machine. A round times the programs worker by worker (switching workers needs the previous one's pool
+        threads to settle). A crash restarts its worker, which loses the programs it held: they are built again and
+        timed in the same round, so every program that runs gets all its rounds.
         """
         if len(mod_jsons) > self.slots:
             raise ValueError(f"{len(mod_jsons)} programs for {self.slots} slots; pass at most `slots` at once")
         self.start()
         final: dict[int, dict] = {}  # program -> its result, once it failed (or is done)
-        self._build(list(range(len(mod_jsons))), mod_jsons, target_json, final)
-        n = len(mod_jsons)
+        place: dict[int, tuple[int, int]] = {}  # program -> (worker, slot) of its build
+        self._build(list(range(len(mod_jsons))), mod_jsons, target_json, final, place)
         rounds: dict[int, list[dict]] = {i: [] for i in range(len(mod_jsons)) if i not in final}
         last: dict[int, float] = {}  # program -> when its previous round ended
         gap = self.config.round_gap_s
+
+        def lost(i: int) -> bool:  # built, but its worker restarted since (a crash of another program)
+            w, slot = place[i]
+            return slot not in self._pool[w].built
+
         for _ in range(self.config.rounds):
-            live = [i for i in rounds if i not in final]
-            if not live:
-                break
-            lost = [i for i in live if self._where(i, n)[1] not in self._pool[self._where(i, n)[0]].built]
-            if lost:  # their worker restarted after another program crashed it
-                self._build(lost, mod_jsons, target_json, final)
-                live = [i for i in live if i not in final]
             timed: dict[int, dict] = {}
 
             def measure_all() -> list[dict]:
                 timed.clear()
-                for k, i in enumerate(live):
-                    w, slot = self._where(i, n)
-                    if i in final or slot not in self._pool[w].built:  # failed, or lost to a crash this round
-                        continue
-                    # the next timing in another worker must not overlap this worker's spinning pool threads
-                    settle = self._where(live[(k + 1) % len(live)], n)[0] != w  # (the next round starts over)
-                    wait = last.get(i, -gap) + gap - time.perf_counter()
-                    if wait > 0:  # a small batch: the program's previous round was less than `gap` ago
-                        time.sleep(wait)
-                    plan = rounds[i][0].get("plan") if rounds[i] else None
-                    timed[i] = r = self._pool[w].measure(slot, settle, plan)
-                    last[i] = time.perf_counter()
-                    if r["status"] != "ok":
-                        final[i] = r  # a crash or a hang is final (a repeated round must not lose it)
-                return list(timed.values())
+                while True:
+                    todo = sorted((i for i in rounds if i not in final and i not in timed), key=place.get)
+                    gone = [i for i in todo if lost(i)]
+                    if gone:
+                        self._build(gone, mod_jsons, target_json, final, place)
+                        todo = sorted((i for i in todo if i not in final), key=place.get)
+                    if not todo:
+                        return list(timed.values())
+                    for k, i in enumerate(todo):
+                        if i in final or lost(i):  # lost to a crash in this pass: built again in the next
+                            continue
+                        w, slot = place[i]
+                        # the next timing in another worker must not overlap this worker's spinning pool threads
+                        settle = place[todo[(k + 1) % len(todo)]][0] != w  # (the next round starts over)
+                        wait = last.get(i, -gap) + gap - time.perf_counter()
+                        if wait > 0:  # a small batch: the program's previous round was less than `gap` ago
+                            time.sleep(wait)
+                        plan = rounds[i][0].get("plan") if rounds[i] else None
+                        timed[i] = r = self._pool[w].measure(slot, settle, plan)
+                        last[i] = time.perf_counter()
+                        if r["status"] != "ok":
+                            final[i] = r  # a crash or a hang is final (a repeated round must not lose it)
 
+            if not any(i not in final for i in rounds):
+                break
             quiet(measure_all) if quiet is not None else measure_all()
             for i, r in timed.items():
                 if r["status"] == "ok":

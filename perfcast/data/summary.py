@@ -37,6 +37,17 @@ def _by_device(per_task_dev) -> dict:
     return {str(d): _spread(g.to_numpy()) for d, g in per_task_dev.groupby(level="device_id", sort=True)}
 
 
+def _by_device_and_batch(per_task_dev, nets) -> dict:
+    """{device: {batch size: `_spread`}} over the tasks of networks (layer suites left out) at each batch size."""
+    zoo = nets[~nets["network"].str.startswith("layers:")]
+    keys = per_task_dev.index.get_level_values("workload_key")
+    out: dict = {}
+    for b, g in zoo.groupby("batch_size", sort=True):
+        for d, v in _by_device(per_task_dev[keys.isin(set(g["workload_key"]))]).items():
+            out.setdefault(d, {})[str(int(b))] = v
+    return {d: out[d] for d in sorted(out)}
+
+
 def _journal_lines(root: Path) -> int:
     n = 0
     for jp in sorted(paths.journal_dir(root).glob("*.jsonl")) if paths.journal_dir(root).exists() else []:
@@ -135,6 +146,8 @@ def summarize(root: str | None, plot: str | None = None) -> dict:
         "programs_per_task_by_device": _by_device(per_task_dev),
         "network_programs_per_task_by_device": _by_device(per_task_dev[per_task_dev.index.get_level_values(
             "workload_key").isin(set(nets.loc[~nets["network"].str.startswith("layers:"), "workload_key"]))]),
+        # the same per batch size the networks were lowered at (a task shared by two batch sizes counts in both)
+        "network_programs_per_task_by_device_and_batch": _by_device_and_batch(per_task_dev, nets),
         "latency_s": dict(zip(("min", "p5", "p25", "median", "p75", "p95", "max"), (_num(v) for v in q))),
         "cv_median": _num(np.median(cv)) if len(cv) else None,
         "remeasured": _num(ok["remeasured"].astype(bool).mean()) if len(ok) else None,
