@@ -10,12 +10,13 @@ its timeout is killed and restarted; its stderr tail becomes the record's error 
 `IsolatedRunner(threads, workers=k, per_worker=m)` keeps k workers, each holding up to m built programs: a batch of
 up to k*m programs is built k at a time, each worker taking the next program as soon as its build is done (building
 is single-threaded; on this 2-core machine it is ~75 % of a program's cost, and one program builds up to 3x longer
-than another of the same task, so workers that waited for each other's builds lost a third of it), then timed
-one after another while the other workers wait idle on their pipes, so every measurement sees a quiet machine.
-Timing goes in `MeasureConfig.rounds` rounds over the batch: a program's rounds are at least `round_gap_s` apart,
-its label is the lowest round median (measurement protocol 2, `perfcast.data.schema.PROTOCOLS`). On a shared cloud
-host a program runs up to 2x slower for seconds at a time while neighbours load the machine (no steal time shows
-it); the lowest of three rounds a second apart is the program's own speed (`python bench/timing_repeatability.py` measures the agreement of two passes).
+than another of the same task, so workers that waited for each other's builds lost a third of it), then timed one
+after another while the other workers wait idle on their pipes, so every measurement sees a quiet machine. Timing
+goes in `MeasureConfig.rounds` rounds over the batch: a program's rounds are at least `round_gap_s` apart, its label
+is the lowest round median (measurement protocol 2, `perfcast.data.schema.PROTOCOLS`). On a shared cloud host a
+program runs up to 2x slower for seconds at a time while neighbours load the machine (no steal time shows it); the
+lowest of three rounds a second apart is the program's own speed (`python bench/timing_repeatability.py` measures
+the agreement of two passes).
 """
 
 from __future__ import annotations
