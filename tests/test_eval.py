@@ -229,9 +229,10 @@ def test_held_out_task_mask_is_by_networks_test_part():
     mask = held_out_task_mask(df, "resnet50")
     assert mask.tolist() == [True, True, False, False, True, False]
     assert np.array_equal(np.flatnonzero(mask), by_network(df, seed=0, test_networks="resnet50", val_frac=0.5).test)
-    assert held_out_task_mask(df).tolist() == mask.tolist()  # default: resnet50, mobilenet_v2, bert_tiny
     assert held_out_task_mask(df, "vgg11,resnet18").tolist() == [True, True, True, False, True, True]
-    assert not held_out_task_mask(df, ["bert_base"]).any()
+    with pytest.raises(PerfcastError, match=r"no record of networks \['bert_base'\] in the data; known networks: "
+                                            r"resnet18, resnet50, vgg11; pick --test-networks"):
+        held_out_task_mask(df, ["bert_base"])
 
 
 def test_by_network_scores_only_new_protocol_records_when_asked():

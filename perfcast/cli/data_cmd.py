@@ -69,24 +69,22 @@ def summary(
     t.add_row("median cv of repeats", _fmt(s["cv_median"]))
     t.add_row("remeasured", "-" if s["remeasured"] is None else f"{100 * s['remeasured']:.1f} %")
     console.print(t)
-    for key, what in (("network_programs_per_task_by_device", "tasks of networks (layer suites left out)"),
-                      ("programs_per_task_by_device", "all tasks")):
-        if not s[key]:
+    spread = ("tasks", "min", "p10", "median", "p90", "max")
+    by_batch = s["network_programs_per_task_by_device_and_batch"]
+    for what, keys, rows in (
+            ("by device: tasks of networks (layer suites left out)", ("device",),
+             [((d,), v) for d, v in s["network_programs_per_task_by_device"].items()]),
+            ("by device and batch size: tasks of networks", ("device", "batch"),
+             [((d, b), v) for d, per in by_batch.items() for b, v in per.items()]),
+            ("by device: all tasks", ("device",), [((d,), v) for d, v in s["programs_per_task_by_device"].items()])):
+        if not rows:
             continue
-        dt = Table(title=f"ok programs per task by device: {what}")
-        for c in ("device", "tasks", "min", "p10", "median", "p90", "max"):
+        dt = Table(title=f"ok programs per task {what}")
+        for c in (*keys, *spread):
             dt.add_column(c, justify="left" if c == "device" else "right")
-        for dev, v in s[key].items():
-            dt.add_row(dev, *(_fmt(v[k]) for k in ("tasks", "min", "p10", "median", "p90", "max")))
+        for key, v in rows:
+            dt.add_row(*key, *(_fmt(v[k]) for k in spread))
         console.print(dt)
-    if s["network_programs_per_task_by_device_and_batch"]:
-        bt = Table(title="ok programs per task by device and batch size: tasks of networks")
-        for c in ("device", "batch", "tasks", "min", "p10", "median", "p90", "max"):
-            bt.add_column(c, justify="left" if c == "device" else "right")
-        for dev, per_batch in s["network_programs_per_task_by_device_and_batch"].items():
-            for b, v in per_batch.items():
-                bt.add_row(dev, b, *(_fmt(v[k]) for k in ("tasks", "min", "p10", "median", "p90", "max")))
-        console.print(bt)
     if s["per_network"]:
         nt = Table(title="per network")
         for c in ("network", "batch sizes", "tasks", "tasks with records", "ok records"):

@@ -37,13 +37,16 @@ def _by_device(per_task_dev) -> dict:
     return {str(d): _spread(g.to_numpy()) for d, g in per_task_dev.groupby(level="device_id", sort=True)}
 
 
-def _by_device_and_batch(per_task_dev, nets) -> dict:
-    """{device: {batch size: `_spread`}} over the tasks of networks (layer suites left out) at each batch size."""
-    zoo = nets[~nets["network"].str.startswith("layers:")]
-    keys = per_task_dev.index.get_level_values("workload_key")
+def _of_tasks(per_task_dev, keys) -> object:
+    """The entries of a (workload_key, device_id) -> ok programs Series whose task is in `keys`."""
+    return per_task_dev[per_task_dev.index.get_level_values("workload_key").isin(set(keys))]
+
+
+def _by_device_and_batch(per_task_dev, net_rows) -> dict:
+    """{device: {batch size: `_spread`}} over the tasks of `net_rows` (network rows) at each batch size."""
     out: dict = {}
-    for b, g in zoo.groupby("batch_size", sort=True):
-        for d, v in _by_device(per_task_dev[keys.isin(set(g["workload_key"]))]).items():
+    for b, g in net_rows.groupby("batch_size", sort=True):
+        for d, v in _by_device(_of_tasks(per_task_dev, g["workload_key"])).items():
             out.setdefault(d, {})[str(int(b))] = v
     return {d: out[d] for d in sorted(out)}
 
@@ -112,6 +115,7 @@ def summarize(root: str | None, plot: str | None = None) -> dict:
         }
 
     per_task_dev = ok.groupby(["workload_key", "device_id"]).size()
+    zoo = nets[~nets["network"].str.startswith("layers:")]  # network rows without the layer suites
     per_task = per_task_dev.to_numpy()
     device_ids = sorted(set(df["device_id"]))
     q = (np.percentile(lat, [0, 5, 25, 50, 75, 95, 100]) if len(lat) else [math.nan] * 7)
@@ -144,10 +148,9 @@ def summarize(root: str | None, plot: str | None = None) -> dict:
         # per measured device: how deep its tasks are sampled (the data engine aims at about 100 per task); all
         # tasks, then only the tasks of networks (zoo, ONNX, file.py) without the layer suites' one-kernel layers
         "programs_per_task_by_device": _by_device(per_task_dev),
-        "network_programs_per_task_by_device": _by_device(per_task_dev[per_task_dev.index.get_level_values(
-            "workload_key").isin(set(nets.loc[~nets["network"].str.startswith("layers:"), "workload_key"]))]),
+        "network_programs_per_task_by_device": _by_device(_of_tasks(per_task_dev, zoo["workload_key"])),
         # the same per batch size the networks were lowered at (a task shared by two batch sizes counts in both)
-        "network_programs_per_task_by_device_and_batch": _by_device_and_batch(per_task_dev, nets),
+        "network_programs_per_task_by_device_and_batch": _by_device_and_batch(per_task_dev, zoo),
         "latency_s": dict(zip(("min", "p5", "p25", "median", "p75", "p95", "max"), (_num(v) for v in q))),
         "cv_median": _num(np.median(cv)) if len(cv) else None,
         "remeasured": _num(ok["remeasured"].astype(bool).mean()) if len(ok) else None,

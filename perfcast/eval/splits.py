@@ -139,16 +139,20 @@ def _task_networks(df: pd.DataFrame) -> pd.DataFrame:
     return pairs[pairs["network"].notna()]
 
 
-def _in_tasks_of(df: pd.DataFrame, pairs: pd.DataFrame, networks: list[str]) -> np.ndarray:
-    """(n,) bool: the records of every task that occurs in any of `networks` (`pairs` = `_task_networks(df)`)."""
-    return np.isin(df["workload_key"].to_numpy(), pairs.loc[pairs["network"].isin(networks), "task"].unique())
-
-
 def held_out_task_mask(df: pd.DataFrame,
                        test_networks: str | Iterable[str] = DEFAULT_TEST_NETWORKS) -> np.ndarray:
     """(n,) bool: the records `by_network` puts in its test part (before `eval_min_protocol`): every record of every
-    task that occurs in any of `test_networks`, also the records whose own `networks` name only training networks."""
-    return _in_tasks_of(df, _task_networks(df), _as_names(test_networks))
+    task that occurs in any of `test_networks`, also the records whose own `networks` name only training networks.
+    A name that no record's `networks` contains is an error listing the known networks, as for the split."""
+    _require_columns(df, "by_network", ["workload_key", "networks"])
+    wanted = _as_names(test_networks)
+    pairs = _task_networks(df)
+    known = sorted(set(pairs["network"].astype(str)))
+    unknown = [w for w in wanted if w not in known]
+    if not wanted or unknown:
+        raise PerfcastError(f"split by_network: no record of networks {unknown or wanted} in the data; known networks: "
+                            f"{', '.join(known) or '(none)'}; pick --test-networks among them")
+    return np.isin(df["workload_key"].to_numpy(), pairs.loc[pairs["network"].isin(wanted), "task"].unique())
 
 
 def by_network(df: pd.DataFrame, seed: int = 0, *, test_networks: str | Iterable[str] = DEFAULT_TEST_NETWORKS,
@@ -165,17 +169,10 @@ def by_network(df: pd.DataFrame, seed: int = 0, *, test_networks: str | Iterable
     older records of val and test tasks are left out, training keeps every protocol.
     """
     name = "by_network"
-    _require_columns(df, name, ["workload_key", "networks"])
     _check_fracs(name, val_frac=val_frac)
+    is_test = held_out_task_mask(df, test_networks)
     wanted = _as_names(test_networks)
-    pairs = _task_networks(df)
-    known = sorted(set(pairs["network"].astype(str)))
-    unknown = [w for w in wanted if w not in known]
-    if not wanted or unknown:
-        raise PerfcastError(f"split by_network: no record of networks {unknown or wanted} in the data; known networks: "
-                            f"{', '.join(known) or '(none)'}; pick --test-networks among them")
     tasks = df["workload_key"].to_numpy()
-    is_test = _in_tasks_of(df, pairs, wanted)
     rest = tasks[~is_test]
     (val_tasks,) = _hold_out_tasks(rest, np.random.default_rng(seed), val_frac)
     is_val = ~is_test & np.isin(tasks, val_tasks)
