@@ -61,7 +61,8 @@ def main() -> None:
     from perfcast.eval.workflow import load_data
     from perfcast.models.base import load_model
 
-    ds, df, X = load_data(a.data, progress=False)
+    models = {nm: load_model(p) for nm, p in zip([a.model or "bundled", *a.compare], [a.model, *a.compare])}
+    ds, df, X = load_data(a.data, progress=False, asm=any(m.needs_asm for m in models.values()))
     tasks = ds.read("tasks", columns=["workload_key", "task_name", "arg_shapes_json"]).to_pandas()
     shape = {k: matmul_shape(s, n) for k, n, s in zip(tasks.workload_key, tasks.task_name, tasks.arg_shapes_json)}
     mnk = df.workload_key.map(shape)
@@ -75,8 +76,7 @@ def main() -> None:
     sets = np.array([l1_sets(X.leaves[i]) for i in idx])
     kbin = (np.array([1 << (k.bit_length() - 1) for _, k, _ in mnk.iloc[idx]]) if a.by_k  # K's power-of-two bucket
             else np.zeros(len(idx), dtype=int))
-    names = [a.model or "bundled", *a.compare]
-    ratio = {nm: y / load_model(p).predict(X.take(idx)) for nm, p in zip(names, [a.model, *a.compare])}
+    ratio = {nm: y / m.predict(X.take(idx)) for nm, m in models.items()}
     out = {}
     for dev in sorted(set(sub.device_key)):
         for s, kb in sorted(set(zip(sets.tolist(), kbin.tolist()))):
@@ -90,7 +90,7 @@ def main() -> None:
         print(json.dumps(out, indent=1))
         return
     head = "L1 sets" + (", K" if a.by_k else "")
-    print(f"{'device':50s} {head:>14s} {'kernels':>7s} {'ns/MAC':>7s}  measured / predicted ({', '.join(names)})")
+    print(f"{'device':50s} {head:>14s} {'kernels':>7s} {'ns/MAC':>7s}  measured / predicted ({', '.join(models)})")
     for dev, groups in out.items():
         for s, g in groups.items():
             rs = "  ".join(f"{v:5.2f}" for v in g["measured_over_predicted"].values())

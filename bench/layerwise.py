@@ -78,7 +78,7 @@ def kernel_model_predictions(data_dir, table):
     rows = {}
     for dev, g in table.groupby("device"):
         mods = [tvm.IRModule({"main": tvm.script.from_source(tir[k])["main"]}) for k in g.workload_key]
-        rows.update(zip(g.index, model.predict(features_of_programs(mods, specs[dev]))))
+        rows.update(zip(g.index, model.predict(features_of_programs(mods, specs[dev], asm=model.needs_asm))))
     return pd.Series(rows)
 
 

@@ -34,7 +34,7 @@ import numpy as np
 BINS = (0.0, 0.1, 0.25, 0.5, 0.75, 1.0)
 
 
-def load_database(db: str, device: str):
+def load_database(db: str, device: str, asm: bool = False):
     """(features of every valid record's program, measured s, task ids) of a meta-schedule JSON database."""
     import tvm_ffi
 
@@ -50,7 +50,7 @@ def load_database(db: str, device: str):
         task.append(int(tvm_ffi.structural_hash(r.workload_mod)))  # tvm.ir has no structural_hash in 0.27
     if not progs:
         raise SystemExit(f"{db!r} has no tuning record with valid run_secs; tune with `perfcast tune NET --out {db}`")
-    return features_of_programs(progs, device), np.array(meas), np.array(task)
+    return features_of_programs(progs, device, asm=asm), np.array(meas), np.array(task)
 
 
 def score(pred: np.ndarray, y: np.ndarray, task: np.ndarray, sigma: float) -> dict:
@@ -103,7 +103,7 @@ def main() -> None:
         if not os.path.isdir(db):
             raise SystemExit(f"no tuning database {db!r}; write one with `perfcast tune {net} --out {db}` "
                              "(or run bench/e2e.py --schedules tuned)")
-        X, y, task = load_database(db, a.device)
+        X, y, task = load_database(db, a.device, asm=any(m.needs_asm for m in models.values()))
         out[net] = {k: score(m.predict(X), y, task, sigma) for k, m in models.items()}
     if a.json:
         print(json.dumps(out, indent=1))

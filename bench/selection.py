@@ -34,7 +34,7 @@ def network_ratios(net: str, samples: list, model, spec, sigmas: list[float]) ->
     sched = samples[0]["schedules"]
     low = lower_network(net, 1, spec, sched)
     keys = [s["workload_key"] for s in samples]
-    kept = model.predict(features_of_programs([low.programs[k] for k in keys], spec))
+    kept = model.predict(features_of_programs([low.programs[k] for k in keys], spec, asm=model.needs_asm))
     per_cand = candidate_predictions(keys, sched.partition(":")[2], spec, model)
     calls = np.array([s["calls"] for s in samples], float)
     meas = (calls * np.array([s["isolated_s"] for s in samples])).sum()

@@ -83,7 +83,8 @@ def _predict_seconds(m, Xs, programs) -> tuple[float, float]:
     from perfcast.features.cache import features_of_programs
 
     t_no = statistics.median(_timed(lambda: m.predict(Xs)) for _ in range(5))
-    t_with = statistics.median(_timed(lambda: m.predict(features_of_programs(programs, "local"))) for _ in range(3))
+    t_with = statistics.median(_timed(lambda: m.predict(features_of_programs(programs, "local", asm=m.needs_asm)))
+                               for _ in range(3))
     return t_no, t_with
 
 

@@ -418,7 +418,7 @@ def test_per_store(progs):
 
 # ---------------------------------------------------------------------------------------------- registry
 def test_registry_contract(progs):
-    assert set(list_extractors()) >= {"compact_ast", "analytic", "per_store", "device"}
+    assert set(list_extractors()) >= {"compact_ast", "analytic", "per_store", "device", "asm"}
     for name in list_extractors():
         ex = get_extractor(name)
         assert isinstance(ex, FeatureExtractor) and ex.name == name
@@ -490,3 +490,155 @@ def test_address_moves_through_div_mod_and_select():
     # load of A with the same moves is not a second footprint entry.
     assert [(eb, size, m) for eb, size, m in leaf.footprint] == [(4, 96, (16, 4)), (4, 96, (16, 4))]
     assert leaf.access == [(4, 4, 4, [4, 4], 2), (6, 16, 4, [16, 16], 2)]  # j, then i: (extent, store move, ...)
+
+
+# ---------------------------------------------------------------------------------------------- asm
+# A hand-written x86 listing: a TVM runtime helper (skipped), then a compute function with a loop nest (outer .LBB1_1,
+# inner .LBB1_2) and, after it, a second innermost loop (.LBB1_4).
+ASM = """\
+\t.text
+\t.globl\t__tvm_set_raised_6
+__tvm_set_raised_6:
+\tvfmadd231ps\t%zmm1, %zmm2, %zmm3
+\tretq
+main_compute_:
+\tsubq\t$40, %rsp
+.LBB1_1:
+\txorl\t%eax, %eax                   # comment
+.LBB1_2:
+\tvmovups\t(%rdi,%rax), %ymm0
+\tvbroadcastss\t(%rsi), %ymm1
+\tvfmadd231ps\t%ymm0, %ymm1, %ymm2
+\tvfmadd231ps\t%ymm0, %ymm1, %ymm3
+\tvmovups\t%ymm2, 8(%rsp)
+\taddq\t$32, %rax
+\tcmpq\t$256, %rax
+\tjne\t.LBB1_2
+\tvmovups\t%ymm2, (%rdx)
+\tdecq\t%rcx
+\tjne\t.LBB1_1
+.LBB1_4:
+\tvaddss\t(%rsi), %xmm0, %xmm0
+\tjb\t.LBB1_4
+\tjmp\t.LBB1_5
+.LBB1_5:
+\tretq
+__TVMBackendParallelLaunch:
+\tvdivps\t%ymm1, %ymm2, %ymm3
+"""
+
+
+@pytest.mark.parametrize("mnemonic, ops, cls", [
+    ("vfmadd231ps", "%ymm1, %ymm2, %ymm3", "fma_ymm"), ("vfnmadd213ps", "%zmm1, %zmm2, %zmm3", "fma_zmm"),
+    ("vfmadd231ss", "%xmm1, %xmm2, %xmm3", "fma_scalar"), ("vaddps", "%zmm1, %zmm2, %zmm3", "fp_zmm"),
+    ("vmaxps", "%xmm1, %xmm2, %xmm3", "fp_xmm"), ("vaddss", "(%rax), %xmm0, %xmm0", "fp_scalar"),
+    ("vdivps", "%ymm1, %ymm2, %ymm3", "div_sqrt"), ("vsqrtss", "%xmm1, %xmm1, %xmm1", "div_sqrt"),
+    ("vgatherqps", "(%rax,%zmm1,4), %ymm0 {%k1}", "gather"), ("vscatterqps", "%ymm0, (%rax,%zmm1,4) {%k1}", "scatter"),
+    ("vbroadcastss", "(%rax), %ymm0", "broadcast"), ("vinsertf128", "$1, %xmm1, %ymm0, %ymm0", "shuffle"),
+    ("vmovups", "%ymm0, 32(%rsp)", "spill"), ("vmovups", "(%rax), %ymm0", "vload"),
+    ("vmovups", "%ymm0, (%rax)", "vstore"), ("movq", "(%rax), %rcx", "load"), ("movl", "%ecx, 4(%rax)", "store"),
+    ("vmovss", "4(%rax), %xmm2", "load"), ("vmovsd", "%xmm2, (%rcx)", "store"),
+    ("leaq", "(%rax,%rcx), %rdx", "lea"), ("jne", ".LBB0_3", "branch"), ("callq", "expf@PLT", "call"),
+    ("vpaddd", "%zmm1, %zmm2, %zmm3", "vec_int"),
+    ("subq", "$40, %rsp", "int_alu"), ("vxorps", "%xmm0, %xmm0, %xmm0", "other")])
+def test_asm_classify(mnemonic, ops, cls):
+    from perfcast.features.asm import CLASSES, classify
+
+    assert cls in CLASSES and classify(mnemonic, ops) == cls
+
+
+def test_asm_loops_and_counts_by_hand():
+    from perfcast.features.asm import ASM_FEATURES, asm_figures, loops, parse
+
+    funcs = parse(ASM)
+    assert len(funcs) == 1  # the runtime helpers are skipped
+    # instruction positions (labels included): 0 subq, 1 .LBB1_1, 2 xorl, 3 .LBB1_2, 4..11 inner body + jne,
+    # 12 vmovups, 13 decq, 14 jne .LBB1_1, 15 .LBB1_4, 16 vaddss, 17 jb, 18 jmp (forward), 19 .LBB1_5, 20 retq
+    assert loops(funcs[0]) == [(3, 11), (1, 14), (15, 17)]
+    fig = asm_figures(ASM, flops=1024.0)
+    assert list(fig) == list(ASM_FEATURES)
+    assert (fig["n_loops"], fig["n_innermost"], fig["max_depth"], fig["max_inner_body"]) == (3, 2, 2, 8)
+    assert fig["all_fma_ymm"] == fig["inner_fma_ymm"] == 2 and fig["all_fma_zmm"] == 0  # the helper's not counted
+    assert (fig["inner_vload"], fig["inner_broadcast"], fig["inner_spill"], fig["inner_vstore"]) == (1, 1, 1, 0)
+    assert (fig["all_vstore"], fig["all_int_alu"], fig["all_branch"], fig["all_div_sqrt"]) == (1, 5, 5, 0)
+    assert fig["inner_fp_scalar"] == 1 and fig["inner_branch"] == 2
+    # one pass of both innermost loops: 2 FMAs x 8 lanes x 2 + 1 scalar add = 33 FLOPs in 10 instructions, of
+    # which 3 are memory moves (load, broadcast, spill; the scalar add's memory operand is not counted)
+    assert fig["inner_fp_lanes"] == 33
+    assert fig["est_executed_insts"] == pytest.approx(1024 / 33 * 10)
+    assert fig["est_executed_mem"] == pytest.approx(1024 / 33 * 3)
+    assert sum(v for k, v in fig.items() if k.startswith("all_")) == 17
+
+
+@pytest.fixture(scope="module")
+def vec_axpb():
+    """B = 2 A + 1 over (64, 1024) float32, the inner 16 elements vectorized: 131,072 FLOPs."""
+    from tvm.script import tirx as T
+
+    @T.prim_func(s_tir=True)
+    def axpb(A: T.Buffer((64, 1024), "float32"), B: T.Buffer((64, 1024), "float32")):
+        for i in range(64):
+            for j0 in range(64):
+                for j1 in T.vectorized(16):
+                    with T.sblock("B"):
+                        vi = T.axis.spatial(64, i)
+                        vj = T.axis.spatial(1024, j0 * 16 + j1)
+                        B[vi, vj] = A[vi, vj] * T.float32(2.0) + T.float32(1.0)
+
+    return axpb
+
+
+@pytest.mark.parametrize("mcpu, fp_class, n_fp, lanes", [
+    ("znver4", "inner_fma_zmm", 8, 256),  # AVX-512: one FMA per 16 floats, LLVM unrolls j0 by 8
+    ("haswell", "inner_fma_ymm", 8, 128),  # AVX2: two 8-float FMAs per 16 floats, unrolled by 4
+    ("x86-64", "inner_fp_xmm", 8, 32)])  # SSE2, no FMA: a multiply and an add per 4 floats, not unrolled
+def test_asm_of_a_real_build_tells_the_targets_apart(vec_axpb, mcpu, fp_class, n_fp, lanes):
+    from perfcast.features import ASM_FEATURES
+    from perfcast.features.asm import asm_figures, program_asm
+
+    target = {"kind": "llvm", "mcpu": mcpu, "num-cores": 2}
+    fig = asm_figures(program_asm(vec_axpb, target), flops=131072.0)
+    assert fig[fp_class] == n_fp and fig["inner_fp_lanes"] == lanes
+    assert sum(fig[f"inner_{c}"] for c in ("fma_zmm", "fma_ymm", "fp_xmm")) == n_fp  # no other FP code inside
+    assert fig["inner_fp_scalar"] == fig["inner_fma_scalar"] == 0 and fig["inner_spill"] == 0
+    ex = get_extractor("asm", target=target)
+    v = ex.extract(vec_axpb)
+    assert v.shape == (55,) and ex.params()["target"]["mcpu"] == mcpu
+    np.testing.assert_allclose(v, np.log2(1 + np.array([fig[k] for k in ASM_FEATURES])))
+
+
+def test_dataset_asm_cache_builds_once_then_reads(tmp_path, monkeypatch):
+    """`dataset_asm`: each record built for its own target (the same figures as building its program directly),
+    written to the cache as it is done, and read back without building again; a build that fails is NaN."""
+    import pandas as pd
+
+    from perfcast import paths
+    from perfcast.data.frame import records_frame
+    from perfcast.data.store import Dataset
+    import pyarrow.parquet as pq
+
+    import perfcast.features.cache as cache_mod
+    from perfcast.features import asm_cache
+    from perfcast.features.cache import record_program
+
+    ds = Dataset(paths.bundled_dataset_dir())
+    df = records_frame(ds)
+    sub = pd.concat([df[df["schedule_kind"] == k].head(2) for k in ("default", "random")]).reset_index(drop=True)
+    monkeypatch.setattr(cache_mod, "cache_root", lambda ds, tag: (tmp_path / tag).mkdir(exist_ok=True)
+                        or tmp_path / tag)  # a fresh cache, not the dataset's
+    got = asm_cache.dataset_asm(ds, sub, jobs=1, progress=False)
+    assert got.shape == (4, 55) and got.dtype == np.float32 and np.isfinite(got).all()
+    assert len(list((tmp_path / asm_cache.ASM_TAG).glob("*.parquet"))) == 1  # one chunk file
+    tasks = ds.read("tasks", ["workload_key", "tir_script"]).to_pydict()
+    scripts = dict(zip(tasks["workload_key"], tasks["tir_script"]))
+    for i in (0, 3):  # a default kernel (stored TVMScript) and a random schedule (trace replayed)
+        rid = sub["record_id"][i]
+        rec = next(r for part in ds._parts("records") for r in pq.read_table(part, filters=[("record_id", "=", rid)])
+                   .to_pylist())
+        direct = get_extractor("asm", target=rec["target_json"]).extract(record_program(rec, scripts))
+        np.testing.assert_allclose(got[i], direct.astype(np.float32))
+    monkeypatch.setattr(asm_cache, "_chunk", lambda *a: pytest.fail("built again instead of read from the cache"))
+    np.testing.assert_array_equal(asm_cache.dataset_asm(ds, sub.iloc[[3, 0]], jobs=1, progress=False), got[[3, 0]])
+    monkeypatch.setattr(asm_cache.AsmExtractor, "extract", lambda self, p: 1 / 0)
+    asm_cache._EXTRACTORS.clear()
+    assert np.isnan(asm_cache.asm_row(record_program(rec, scripts), rec["target_json"])).all()

@@ -510,8 +510,52 @@ def test_program_matrix_pools_stores_and_leaves_by_hand():
     assert program_matrix(X).shape == (1, A.shape[1] - 11)  # without the device vector
 
 
+@pytest.fixture(scope="module")
+def mlp_asm(mlp_data):
+    """(records, ProgramFeatures with assembly features, latency s, train idx, val idx) of every 8th mlp record
+    (building each for its own target: ~0.2 s a record; cached beside the dataset)."""
+    from dataclasses import replace
+
+    from perfcast import paths
+    from perfcast.data.store import Dataset
+    from perfcast.features.asm_cache import dataset_asm
+
+    sub, X, y, _, _ = mlp_data
+    rows = np.arange(0, len(y), 8)
+    sub, X, y = sub.iloc[rows].reset_index(drop=True), X.take(rows), y[rows]
+    X = replace(X, asm=dataset_asm(Dataset(paths.bundled_dataset_dir()), sub, jobs=1, progress=False))
+    idx = np.arange(len(y))
+    return sub, X, y, idx[idx % 5 != 0], idx[idx % 5 == 0]
+
+
+def test_tree_model_on_assembly_features(mlp_asm, tmp_path):
+    """`features="program_asm"`: the program vector with the 55 assembly columns appended; the model says it needs
+    them, refuses features without them, and round-trips."""
+    from dataclasses import replace
+
+    from perfcast.models.gbdt import program_asm_matrix, program_matrix
+
+    _, Xa, y, tr, va = mlp_asm
+    X, asm = replace(Xa, asm=None), Xa.asm
+    assert asm.shape == (len(y), 55) and np.isfinite(asm).all() and len(y) >= 100
+    A = program_asm_matrix(Xa, use_device=True)
+    np.testing.assert_array_equal(A, np.hstack([program_matrix(X, use_device=True), asm]))
+    np.testing.assert_array_equal(program_asm_matrix(Xa.take([4, 1])),  # take() keeps the rows' asm features
+                                  np.hstack([program_matrix(X.take([4, 1])), asm[[4, 1]]]))
+    m = get_model("lgbm", features="program_asm", target_scale="work", n_estimators=30, threads=1)
+    assert m.needs_asm and not get_model("lgbm", features="program").needs_asm
+    with pytest.raises(PerfcastError, match="reads the programs' assembly features and they were not loaded"):
+        m.fit(X.take(tr), y[tr])
+    pred = m.fit(Xa.take(tr), y[tr], Xa.take(va), y[va]).predict(Xa)
+    assert np.isfinite(pred).all() and 0.25 < np.median(pred) / np.median(y) < 4
+    np.testing.assert_allclose(load_model(m.save(tmp_path / "asm")).predict(Xa), pred, rtol=1e-6)
+    assert load_model(tmp_path / "asm").needs_asm
+    ens = get_model("ensemble", **{**SMALL["ensemble"], "residual": {"features": "program_asm"}})
+    assert ens.needs_asm and not get_model("ensemble", **SMALL["ensemble"]).needs_asm
+
+
 def test_unknown_tree_feature_set():
-    with pytest.raises(UnknownNameError, match=r"unknown feature set 'ast'; known: per_store, program"):
+    with pytest.raises(UnknownNameError, match=r"unknown feature set 'ast'; known: per_store, program, program_asm"):
         get_model("lgbm", features="ast")
 
 

@@ -139,7 +139,7 @@ def run(cfg: AdaptConfig, log: Callable[[str], None] = print, progress: bool = T
     dkey = device_key(spec)
     base = load_model(cfg.model)
     method.check_model(base)
-    ds, df, X = load_data(cfg.data, progress=progress)
+    ds, df, X = load_data(cfg.data, progress=progress, asm=base.needs_asm)
     is_t = _target_rows(df, dkey)
     y = df["latency_s"].to_numpy()
     src = np.flatnonzero(~is_t)
@@ -172,7 +172,7 @@ def run(cfg: AdaptConfig, log: Callable[[str], None] = print, progress: bool = T
                                     "(or --measure-out DIR)")
             log(f"measuring {len(todo)} tasks x {cfg.programs_per_task} programs on {spec.device_id}")
             seconds += _measure(ds, todo, cfg, mout, log, progress)
-            _, mdf, mX = load_data(mout, progress=progress)
+            _, mdf, mX = load_data(mout, progress=progress, asm=base.needs_asm)
             mt = mdf["device_key"].to_numpy() == dkey
             my = mdf["latency_s"].to_numpy()
             for t in todo:
@@ -243,7 +243,7 @@ def latent_report(adapted_dir, data=None, out="perfcast-report", progress: bool 
     if not info:
         raise PerfcastError(f"{str(adapted_dir)!r} is not an adapted model; make one with `perfcast adapt --out DIR`")
     base = load_model(None if info["base_model"] == "bundled" else info["base_model"])
-    ds, df, X = load_data(data, progress=progress)
+    ds, df, X = load_data(data, progress=progress, asm=base.needs_asm)
     is_t = _target_rows(df, info["device_key"])
     X_src = X.take(np.flatnonzero(~is_t))
     if is_t.any():
@@ -253,7 +253,7 @@ def latent_report(adapted_dir, data=None, out="perfcast-report", progress: bool 
         if not meas.exists():
             raise PerfcastError(f"the dataset has no record of {info['device_key']} and {str(meas)!r} does not "
                                 "exist; pass --data a dataset with the device's records")
-        _, mdf, mX = load_data(meas, progress=progress)
+        _, mdf, mX = load_data(meas, progress=progress, asm=base.needs_asm)
         X_tgt = mX.take(np.flatnonzero(_target_rows(mdf, info["device_key"])))
     Path(out).mkdir(parents=True, exist_ok=True)
     return latent_pca_plot(base, adapted, X_src, X_tgt, Path(out) / "latent_pca.png")

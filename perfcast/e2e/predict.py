@@ -74,7 +74,8 @@ def predict_network(network: str, batch_size: int = 1, device: str = "local", mo
     low = lower_network(network, batch_size, spec, schedules, input_shape)
     t_lower = time.time() - t0
     graph, keys, programs, names, order = low.graph, low.keys, low.programs, low.names, list(low.programs)
-    per_call = dict(zip(order, m.predict(features_of_programs([programs[k] for k in order], spec))))
+    per_call = dict(zip(order, m.predict(features_of_programs([programs[k] for k in order], spec,
+                                                                    asm=m.needs_asm))))
     kept = _select(per_call, db_dir, spec, m, sigma) if sched_kind == "tuned" and sigma > 0 else {}
     source = dict.fromkeys(order, "kernel")
     lw_info = _layerwise(per_call, source, programs, order, spec, layerwise_model) if method == "layerwise" else {}

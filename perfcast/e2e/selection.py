@@ -83,5 +83,5 @@ def candidate_predictions(keys, db_dir: str, spec, model) -> dict:
     keys = set(keys)
     cands = {k: c for k, c in search_candidates(db_dir).items() if k in keys and len(c) > 1}
     flat = [p for c in cands.values() for p in c]
-    pred = iter(model.predict(features_of_programs(flat, spec)) if flat else [])
+    pred = iter(model.predict(features_of_programs(flat, spec, asm=model.needs_asm)) if flat else [])
     return {k: np.array([next(pred) for _ in c]) for k, c in cands.items()}

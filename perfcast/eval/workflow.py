@@ -26,10 +26,11 @@ DEFAULT_WEIGHT = 10.0
 SEARCHED_WEIGHT = 1.0
 
 
-def load_data(data=None, device: str | None = None, progress: bool = True, min_protocol: int = 0):
+def load_data(data=None, device: str | None = None, progress: bool = True, min_protocol: int = 0,
+              asm: bool = False):
     """(dataset, records DataFrame, ProgramFeatures) of the ok records of `data` (default: bundled); with
     `min_protocol`, only records timed under that measurement protocol or a newer one
-    (`perfcast.data.schema.PROTOCOLS`)."""
+    (`perfcast.data.schema.PROTOCOLS`); with `asm`, the features hold the assembly's too (`asm_cache`)."""
     from ..data.frame import records_frame
     from ..data.store import Dataset
     from ..features.cache import dataset_features
@@ -40,7 +41,12 @@ def load_data(data=None, device: str | None = None, progress: bool = True, min_p
         more = f" of protocol >= {min_protocol}" if min_protocol else ""
         raise PerfcastError(f"{str(ds.root)!r} has no ok records{more}; collect some with "
                             "`perfcast collect --out DIR`")
-    return ds, df, dataset_features(ds, df, progress=progress)
+    X = dataset_features(ds, df, progress=progress)
+    if asm:
+        from ..features.asm_cache import dataset_asm
+
+        X.asm = dataset_asm(ds, df, progress=progress)
+    return ds, df, X
 
 
 def make_split(df, split: str, seed: int, split_params: dict | None):
@@ -93,7 +99,8 @@ def train(data=None, model: str = "cdmpp", split: str = "by_network", out=None, 
     searched_weight = SEARCHED_WEIGHT if searched_weight is None else float(searched_weight)
     check_loss_weight(default_weight)
     check_loss_weight(searched_weight, "searched")
-    ds, df, X = loaded if loaded is not None else load_data(data, progress=progress, min_protocol=min_protocol)
+    ds, df, X = loaded if loaded is not None else load_data(data, progress=progress, min_protocol=min_protocol,
+                                                            asm=m.needs_asm)
     sp = make_split(df, split, seed, split_params)
     y = df["latency_s"].to_numpy()
     w = sample_weights(df.iloc[sp.train], default_weight, searched_weight)
@@ -173,7 +180,7 @@ def own_split(model=None, data=None):
     from ..models import load_model
 
     m = load_model(model)
-    ds, df, X = load_data(data, progress=False)
+    ds, df, X = load_data(data, progress=False, asm=m.needs_asm)
     name, params, seed = _default_split(m, ds)
     return m, ds, df, X, name, make_split(df, name, seed, params)
 
@@ -197,7 +204,9 @@ def evaluate(model=None, data=None, split: str | None = None, split_params: dict
         get_model(b, seed=0)
     info = m.info_ or {}
     ds, df, X = loaded if loaded is not None else load_data(data, progress=progress,
-                                                            min_protocol=int(info.get("min_protocol", 0)))
+                                                            min_protocol=int(info.get("min_protocol", 0)),
+                                                            asm=m.needs_asm or any(
+                                                                get_model(b, seed=0).needs_asm for b in baselines))
     name, params, s = _default_split(m, ds)
     if split is not None and (split != name or split_params):
         name, params = split, dict(split_params or {})
@@ -247,7 +256,7 @@ def predict_programs(programs, model=None, device: str = "local") -> np.ndarray:
     from ..models import load_model
 
     m = model if hasattr(model, "predict") else load_model(model)
-    return m.predict(features_of_programs(list(programs), device))
+    return m.predict(features_of_programs(list(programs), device, asm=m.needs_asm))
 
 
 def predict_records(path, model=None, device: str = "local") -> list[dict]:
@@ -263,7 +272,7 @@ def predict_records(path, model=None, device: str = "local") -> list[dict]:
     if not (p / paths.MARKER).exists():
         raise PerfcastError(f"{str(p)!r} is neither a perfcast dataset ({paths.MARKER}) nor a meta-schedule JSON "
                             f"database ({RECORD_FILE}); pass one of those directories")
-    ds, df, X = load_data(p, progress=True)
+    ds, df, X = load_data(p, progress=True, asm=m.needs_asm)
     pred = m.predict(X)
     return [{"record_id": r, "task_name": t, "device_id": d, "predicted_s": float(ps), "measured_s": float(ms)}
             for r, t, d, ps, ms in zip(df["record_id"], df["task_name"], df["device_id"], pred, df["latency_s"])]
@@ -276,7 +285,7 @@ def _predict_database(p: Path, m, device: str, database_records) -> list[dict]:
 
     rows = database_records(str(p))  # (loads the x86 intrinsics the traces may tensorize with)
     progs = [r.program() for r in rows]
-    pred = m.predict(features_of_programs(progs, device)) if progs else []
+    pred = m.predict(features_of_programs(progs, device, asm=m.needs_asm)) if progs else []
     out = []
     for i, (r, ps) in enumerate(zip(rows, pred)):
         e = {"index": i, "predicted_s": float(ps)}

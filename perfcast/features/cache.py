@@ -7,6 +7,8 @@
 - `stores`   n arrays (n_stores, 164): TVM's PerStoreFeature rows
 - `analytic` (n, 21): `ANALYTIC_FEATURES` as log2(1 + x)
 - `device`   (n, 11): `DEVICE_FEATURES` of the device each program ran (or will run) on
+- `asm`      (n, 55) or None: `ASM_FEATURES`, what LLVM made of each program, for the models that read them
+  (`CostModel.needs_asm`); cached apart (`asm_cache`), because building every program takes hours
 
 `dataset_features(ds, records)` computes them for a dataset's records, once: the result of every records partition
 goes to `DIR/features/<FEATURE_TAG>/<partition>.parquet` (or the user cache when DIR is read-only), so new
@@ -28,6 +30,7 @@ import numpy as np
 from .. import paths
 from ..errors import PerfcastError
 from .analytic import AnalyticExtractor
+from .asm_cache import N_ASM
 from .compact_ast import D as LEAF_DIM
 from .compact_ast import CompactASTExtractor
 from .device import DeviceExtractor
@@ -52,6 +55,7 @@ class ProgramFeatures:
     stores: list
     analytic: np.ndarray
     device: np.ndarray
+    asm: np.ndarray | None = None  # (n, N_ASM) `asm.ASM_FEATURES` when a model reads them (building is slow)
 
     def __len__(self) -> int:
         return len(self.leaves)
@@ -66,21 +70,23 @@ class ProgramFeatures:
         if self.leaf_dim == leaf_dim and self.analytic.shape[1] == analytic_dim:
             return self
         return ProgramFeatures([a[:, :leaf_dim] for a in self.leaves], self.ordering, self.stores,
-                               self.analytic[:, :analytic_dim], self.device)
+                               self.analytic[:, :analytic_dim], self.device, self.asm)
 
     def take(self, idx) -> "ProgramFeatures":
         idx = np.asarray(idx, dtype=np.int64)
         return ProgramFeatures([self.leaves[i] for i in idx], [self.ordering[i] for i in idx],
-                               [self.stores[i] for i in idx], self.analytic[idx], self.device[idx])
+                               [self.stores[i] for i in idx], self.analytic[idx], self.device[idx],
+                               None if self.asm is None else self.asm[idx])
 
     @staticmethod
     def concat(parts: list["ProgramFeatures"]) -> "ProgramFeatures":
         if not parts:
             return ProgramFeatures([], [], [], np.zeros((0, N_ANALYTIC), np.float32),
                                    np.zeros((0, N_DEVICE), np.float32))
+        asm = None if any(p.asm is None for p in parts) else np.concatenate([p.asm for p in parts])
         return ProgramFeatures(sum((p.leaves for p in parts), []), sum((p.ordering for p in parts), []),
                                sum((p.stores for p in parts), []), np.concatenate([p.analytic for p in parts]),
-                               np.concatenate([p.device for p in parts]))
+                               np.concatenate([p.device for p in parts]), asm)
 
 
 # ---- one program ----------------------------------------------------------------------------------------------
@@ -105,8 +111,10 @@ def program_row(func, target_json: str | None = None) -> tuple[np.ndarray, np.nd
             _per_store(target_json).extract(func).astype(np.float32), _AN.extract(func).astype(np.float32))
 
 
-def features_of_programs(programs, device="local", target_json: str | None = None) -> ProgramFeatures:
-    """Features of TIR programs (IRModules, PrimFuncs or TVMScript texts) to run on `device` (id or DeviceSpec)."""
+def features_of_programs(programs, device="local", target_json: str | None = None,
+                         asm: bool = False) -> ProgramFeatures:
+    """Features of TIR programs (IRModules, PrimFuncs or TVMScript texts) to run on `device` (id or DeviceSpec);
+    with `asm`, also their assembly's (each program built for the device's target, ~0.15 s each)."""
     from ..devices import DeviceSpec, get_device
 
     spec = device if isinstance(device, DeviceSpec) else get_device(str(device))
@@ -114,7 +122,12 @@ def features_of_programs(programs, device="local", target_json: str | None = Non
         target_json = spec.target_json or None
     rows = [program_row(p, target_json) for p in programs]
     dev = np.tile(np.asarray(spec.feature_vector(), np.float32), (len(rows), 1))
-    return _from_rows(rows, dev)
+    X = _from_rows(rows, dev)
+    if asm:
+        from .asm_cache import asm_row
+
+        X.asm = np.stack([asm_row(p, target_json) for p in programs]) if rows else np.zeros((0, N_ASM), np.float32)
+    return X
 
 
 def _from_rows(rows, device: np.ndarray) -> ProgramFeatures:
@@ -135,27 +148,27 @@ def _task_module(script: str):
     return m if hasattr(m, "functions_items") else tvm.IRModule({"main": m})
 
 
-def _compute_partition(rows: list[dict], task_scripts: dict[str, str]) -> list[tuple]:
-    """Feature rows of records (dicts with record_id, workload_key, trace_json, tir_script, target_json)."""
+def record_program(r: dict, task_scripts: dict[str, str]):
+    """The scheduled program of a record (a dict with workload_key, trace_json, tir_script): its trace replayed on
+    its task (`task_scripts`: workload key -> the task's TVMScript), or its stored TVMScript parsed."""
     from .._tvm.util import apply_trace
 
     tasks = _TASK_MODULES
     if len(tasks) > 4096:
         tasks.clear()
-    out = []
-    for r in rows:
-        func = None
-        if r["trace_json"] and r["workload_key"] in task_scripts:
-            try:
-                if r["workload_key"] not in tasks:
-                    tasks[r["workload_key"]] = _task_module(task_scripts[r["workload_key"]])
-                func = apply_trace(tasks[r["workload_key"]], r["trace_json"])
-            except Exception:  # noqa: BLE001  (a trace that no longer replays: parse the stored program instead)
-                func = None
-        if func is None:
-            func = _task_module(r["tir_script"])
-        out.append((r["record_id"], *program_row(func, r["target_json"])))
-    return out
+    if r["trace_json"] and r["workload_key"] in task_scripts:
+        try:
+            if r["workload_key"] not in tasks:
+                tasks[r["workload_key"]] = _task_module(task_scripts[r["workload_key"]])
+            return apply_trace(tasks[r["workload_key"]], r["trace_json"])
+        except Exception:  # noqa: BLE001  (a trace that no longer replays: parse the stored program instead)
+            pass
+    return _task_module(r["tir_script"])
+
+
+def _compute_partition(rows: list[dict], task_scripts: dict[str, str]) -> list[tuple]:
+    """Feature rows of records (dicts with record_id, workload_key, trace_json, tir_script, target_json)."""
+    return [(r["record_id"], *program_row(record_program(r, task_scripts), r["target_json"])) for r in rows]
 
 
 def _write_cache(path: Path, rows: list[tuple]) -> None:
@@ -201,9 +214,9 @@ def _read_cache(path: Path) -> dict[str, tuple]:
     return out
 
 
-def cache_root(ds) -> Path:
-    """Where a dataset's feature cache lives: DIR/features/<FEATURE_TAG>, or the user cache if DIR is read-only."""
-    root = paths.features_dir(ds.root) / FEATURE_TAG
+def cache_root(ds, tag: str = FEATURE_TAG) -> Path:
+    """Where a dataset's feature cache lives: DIR/features/<tag>, or the user cache if DIR is read-only."""
+    root = paths.features_dir(ds.root) / tag
     try:
         root.mkdir(parents=True, exist_ok=True)
         probe = root / ".write-test"
@@ -212,7 +225,7 @@ def cache_root(ds) -> Path:
         return root
     except OSError:
         h = hashlib.sha1(str(Path(ds.root).resolve()).encode()).hexdigest()[:12]
-        alt = paths.cache_dir() / "features" / h / FEATURE_TAG
+        alt = paths.cache_dir() / "features" / h / tag
         alt.mkdir(parents=True, exist_ok=True)
         return alt
 

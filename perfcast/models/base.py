@@ -69,6 +69,12 @@ class CostModel:
             return np.zeros(0)
         return np.asarray(self._predict(X), dtype=np.float64) * self.scale(X)
 
+    @property
+    def needs_asm(self) -> bool:
+        """Whether the model reads the programs' assembly features (`ProgramFeatures.asm`), which callers must then
+        load (`load_data(asm=True)`, `features_of_programs(asm=True)`)."""
+        return False
+
     def _view(self, X):
         """X as this model reads it: today's features, or their leading columns for a model loaded from an earlier
         compatible feature tag (`features.cache.PRIOR_TAGS`)."""

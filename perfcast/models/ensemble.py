@@ -96,6 +96,17 @@ class EnsembleModel(CostModel):
             out.append((item[0], {"seed": self.params["seed"], "threads": self.params["threads"], **item[1]}))
         return out
 
+    @property
+    def needs_asm(self) -> bool:
+        members = getattr(self, "members_", None)
+        if members is None:
+            members = (_trained_members(self.params["members_from"]) if self.params["members_from"] is not None
+                       else [get_model(name, **params) for name, params in self.member_specs()])
+        stage = getattr(self, "residual_", None)
+        asm_stage = (stage.needs_asm if stage is not None else
+                     self.params["residual"] is not None and self.residual_params()["features"] == "program_asm")
+        return asm_stage or any(m.needs_asm for m in members)
+
     def _fit(self, X, y, X_val, y_val) -> None:
         target, w = getattr(self, "_X_target", None), getattr(self, "_sample_weight", None)
         g = getattr(self, "_groups", None)

@@ -13,6 +13,9 @@ over leaves, the store and leaf counts, and the program-level `analytic` feature
 cannot tell one heavy store from several light ones, and the compact AST's memory-access and cache columns are
 what the per-store set lacks. With `target_scale=work` this is the third member of the bundled `ensemble`.
 
+`features="program_asm"` adds what LLVM made of each program: the instruction counts of its x86 assembly
+(`features.asm`; building a program for them costs ~0.15 s, so they are loaded only for models that read them).
+
 `objective`: `l2` (squared error on the transformed target, the default) or `mape` (with `target=none` only): the
 absolute error weighted by 1 / latency, i.e. the mean absolute percentage error itself (LightGBM's own `mape`
 divides by max(1, |label|), which is not it for labels below 1), for the validation set's early stopping too.
@@ -58,7 +61,17 @@ def program_matrix(X, use_device: bool = False) -> np.ndarray:
     return np.hstack(parts)
 
 
-FEATURE_SETS = {"per_store": store_matrix, "program": program_matrix}
+def program_asm_matrix(X, use_device: bool = False) -> np.ndarray:
+    """`program_matrix` and the programs' assembly features (`features.asm.ASM_FEATURES`, 55 columns; NaN where
+    LLVM could not build one, which the trees take as missing) for `features="program_asm"`."""
+    if X.asm is None:
+        raise PerfcastError("this model reads the programs' assembly features and they were not loaded; load them "
+                            "with perfcast.eval.workflow.load_data(asm=True) or features_of_programs(asm=True)")
+    A = program_matrix(X, use_device)
+    return np.hstack([A, np.asarray(X.asm, np.float32).reshape(len(A), -1)])
+
+
+FEATURE_SETS = {"per_store": store_matrix, "program": program_matrix, "program_asm": program_asm_matrix}
 OBJECTIVES = ("l2", "mape")
 GBDT_DEFAULTS = dict(n_estimators=2000, learning_rate=0.05, max_depth=8, subsample=0.8, colsample=0.8,
                      early_stopping=50, objective="l2", target="log", target_scale="none", use_device=True,
@@ -79,6 +92,10 @@ class _GBDT(CostModel):
         if self.params["objective"] == "mape" and self.params["target"] != "none":
             raise PerfcastError(f"objective 'mape' needs target 'none' (got {self.params['target']!r}): it weighs the "
                                 "absolute error of the latency itself; pass --param target=none")
+
+    @property
+    def needs_asm(self) -> bool:
+        return self.params["features"] == "program_asm"
 
     def _weights(self, y, w=None):
         """Per-program weights of the tree loss: `w` (None = 1), divided by the latency for `objective=mape`."""

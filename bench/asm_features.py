@@ -1,0 +1,110 @@
+"""What the assembly features add: the same tree model with and without them, on the same records, split and seed.
+
+The model is the bundled ensemble's tree member (`lgbm`, `features=program`, latency per unit of work, default
+kernels weighted 10×), trained once on its program vector and once with the 55 assembly columns appended
+(`features=program_asm`, `perfcast.features.asm`): the instruction counts of what LLVM made of each program, over
+all its code and over its innermost loops. Both are scored on the by_network split's held-out networks.
+
+Building every program of the bundled dataset for its assembly takes hours, so the bench samples a device's records:
+per task TVM's default kernel plus random others, `--per-train` of a training task and `--per-test` of a held-out
+one (seeded), and computes only their assembly features (cached beside the dataset: the first run builds ~24,000
+programs, ~55 min on 2 cores; later runs take ~2 min). No measuring.
+
+    python bench/asm_features.py [--device 'local@AMD EPYC/znver4'] [--per-train 15] [--per-test 30] [--seeds 0 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import numpy as np
+
+DEVICE = "local@AMD EPYC/znver4"
+
+
+def sample(df, per_train: int, per_test: int, seed: int = 0):
+    """Positional rows of `df` kept: per task its default kernels, then random others up to `per_train`
+    (`per_test` for a task of a held-out network)."""
+    from perfcast.eval.splits import held_out_task_mask
+
+    test = held_out_task_mask(df)
+    rng = np.random.default_rng(seed)
+    keep = []
+    for (_, is_test), g in df.groupby([df["workload_key"], test], sort=True):
+        n = per_test if is_test else per_train
+        pos = df.index.get_indexer(g.index)
+        dflt = pos[(g["schedule_kind"] == "default").to_numpy()]
+        other = pos[(g["schedule_kind"] != "default").to_numpy()]
+        keep += list(dflt) + list(other[rng.permutation(len(other))[:max(0, n - len(dflt))]])
+    return np.sort(np.asarray(keep, dtype=np.int64))
+
+
+def main(argv=None) -> None:
+    from perfcast.data.frame import records_frame
+    from perfcast.data.store import Dataset
+    from perfcast.errors import PerfcastError
+    from perfcast.eval.metrics import summarize
+    from perfcast.eval.workflow import make_split, train
+    from perfcast.features.asm_cache import dataset_asm
+    from perfcast.features.cache import dataset_features
+    from perfcast import paths
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", default=None, help="dataset directory (default: the bundled one)")
+    ap.add_argument("--device", default=DEVICE, help=f"device key of the records used (default {DEVICE!r})")
+    ap.add_argument("--per-train", type=int, default=15, help="programs per training task (default 15)")
+    ap.add_argument("--per-test", type=int, default=30, help="programs per held-out task (default 30)")
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1], help="split / model seeds (default 0 1)")
+    ap.add_argument("--json", action="store_true", help="print JSON")
+    a = ap.parse_args(argv)
+    for flag in ("per_train", "per_test"):
+        if getattr(a, flag) < 1:
+            raise PerfcastError(f"--{flag.replace('_', '-')} {getattr(a, flag)} must be at least 1 program per task")
+
+    ds = Dataset(a.data if a.data is not None else paths.bundled_dataset_dir())
+    df = records_frame(ds)
+    known = sorted(df["device_key"].unique())
+    if a.device not in known:
+        raise PerfcastError(f"device {a.device!r} has no records in {str(ds.root)!r}; pass --device one of {known}")
+    df = df[df["device_key"] == a.device].reset_index(drop=True)
+    df = df.iloc[sample(df, a.per_train, a.per_test)].reset_index(drop=True)
+    X = dataset_features(ds, df, progress=not a.json)
+    X.asm = dataset_asm(ds, df, progress=not a.json)
+
+    out = {"device": a.device, "records": len(df), "tasks": int(df["workload_key"].nunique()), "runs": []}
+    for seed in a.seeds:
+        for feats in ("program", "program_asm"):
+            r = train(model="lgbm", split="by_network", seed=seed, loaded=(ds, df, X), progress=False,
+                      params={"features": feats, "target_scale": "work"})
+            sp = make_split(df, "by_network", seed, None)
+            dflt = sp.test[(df["schedule_kind"].to_numpy()[sp.test] == "default")]
+            pred = r["estimator"].predict(X.take(dflt))
+            t = r["test"]
+            out["runs"].append({"seed": seed, "features": feats,
+                                **{k: t["overall"][k] for k in ("mape", "kendall_tau", "top1")},
+                                "default_kernels_mape": summarize(df["latency_s"].to_numpy()[dflt], pred)["mape"],
+                                "per_network": {n: v["mape"] for n, v in t["per_network"].items()}})
+    by = {f: [x for x in out["runs"] if x["features"] == f] for f in ("program", "program_asm")}
+    out["mean"] = {f: {k: float(np.mean([x[k] for x in rs]))
+                       for k in ("mape", "kendall_tau", "top1", "default_kernels_mape")}
+                   for f, rs in by.items()}
+    out["mape_ratio_asm_to_program"] = out["mean"]["program_asm"]["mape"] / out["mean"]["program"]["mape"]
+    if a.json:
+        print(json.dumps(out, indent=1))
+        return
+    print(f"{a.device}: {out['records']} records of {out['tasks']} tasks, by_network split, lgbm tree member")
+    for x in out["runs"]:
+        nets = ", ".join(f"{n} {v:.1%}" for n, v in x["per_network"].items())
+        print(f"  seed {x['seed']} {x['features']:12s} MAPE {x['mape']:.1%}  tau {x['kendall_tau']:.3f}  "
+              f"top-1 {x['top1']:.3f}  default kernels {x['default_kernels_mape']:.1%}  ({nets})")
+    for f, v in out["mean"].items():
+        print(f"  mean {f:12s} MAPE {v['mape']:.1%}  tau {v['kendall_tau']:.3f}  top-1 {v['top1']:.3f}  "
+              f"default kernels {v['default_kernels_mape']:.1%}")
+    print(f"  MAPE with / without the assembly features: {out['mape_ratio_asm_to_program']:.2f}")
+
+
+if __name__ == "__main__":
+    from perfcast.errors import run_with_one_line_errors
+
+    run_with_one_line_errors(main)

@@ -1,0 +1,131 @@
+"""The assembly features (`asm.ASM_FEATURES`) of a dataset's records, computed once and cached beside it.
+
+A record's program is rebuilt (its trace replayed on its task) and compiled by LLVM for the record's own target
+(`target_json`: its device's CPU), so the records of every host are computed on this one; that costs ~0.25 s a
+record, so `dataset_asm` works in chunks of `CHUNK` records over `jobs` processes and writes each chunk to
+DIR/features/asm<version>/ as it finishes: a kill loses at most the chunks in flight, and the next call goes on.
+A program LLVM cannot build gets NaN features (the tree models take NaN as missing), never a lost chunk.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+
+import numpy as np
+
+from .asm import ASM_FEATURES, AsmExtractor
+
+ASM_TAG = f"asm{AsmExtractor.version}"
+N_ASM = len(ASM_FEATURES)
+CHUNK = 256
+_EXTRACTORS: dict[str, AsmExtractor] = {}
+
+
+def asm_row(program, target_json: str | None) -> np.ndarray:
+    """(N_ASM,) float32 asm features of one program built for `target_json` (None: this machine); NaN if the
+    build fails."""
+    key = target_json or ""
+    if key not in _EXTRACTORS:
+        _EXTRACTORS[key] = AsmExtractor(target=target_json or None)
+    try:
+        return _EXTRACTORS[key].extract(program).astype(np.float32)
+    except Exception:  # noqa: BLE001  (LLVM refusing one program must not lose the others)
+        return np.full(N_ASM, np.nan, np.float32)
+
+
+def _chunk(rows: list[dict], task_scripts: dict[str, str]) -> list[tuple[str, np.ndarray]]:
+    from .cache import record_program
+
+    return [(r["record_id"], asm_row(record_program(r, task_scripts), r["target_json"])) for r in rows]
+
+
+def _write(root: Path, rows: list[tuple[str, np.ndarray]]) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    name = hashlib.sha1("".join(r[0] for r in rows).encode()).hexdigest()[:16]
+    table = pa.table({"record_id": [r[0] for r in rows], "asm": [r[1].tolist() for r in rows]},
+                     schema=pa.schema([("record_id", pa.string()), ("asm", pa.list_(pa.float32()))],
+                                      metadata={b"asm_features": json.dumps(list(ASM_FEATURES)).encode()}))
+    tmp = root / f"{name}.tmp"
+    pq.write_table(table, tmp, compression="zstd")
+    os.replace(tmp, root / f"{name}.parquet")
+
+
+def read_cache(root: Path) -> dict[str, np.ndarray]:
+    """record id -> asm features, of every chunk file under `root`."""
+    import pyarrow.parquet as pq
+
+    out = {}
+    for f in sorted(Path(root).glob("*.parquet")):
+        t = pq.read_table(f)
+        flat = t.column("asm").combine_chunks().flatten().to_numpy(zero_copy_only=False).reshape(-1, N_ASM)
+        out.update(zip(t.column("record_id").to_pylist(), flat.astype(np.float32)))
+    return out
+
+
+def dataset_asm(ds, records, jobs: int | None = None, progress: bool = True) -> np.ndarray:
+    """(len(records), N_ASM) float32 asm features of `records` (a DataFrame of `ds`'s records), row-aligned,
+    computing the ones not cached yet (see the module docstring)."""
+    import pyarrow.parquet as pq
+
+    from ..errors import PerfcastError
+    from .cache import cache_root
+
+    root = cache_root(ds, ASM_TAG)
+    found = read_cache(root)
+    need = set(records["record_id"]).difference(found)
+    if need:
+        tasks = ds.read("tasks", ["workload_key", "tir_script"]).to_pydict()
+        scripts = dict(zip(tasks["workload_key"], tasks["tir_script"]))
+        cols = ["record_id", "workload_key", "trace_json", "tir_script", "target_json"]
+        rows = []
+        for part in ds._parts("records"):
+            t = pq.read_table(part, columns=cols)
+            idx = [i for i, x in enumerate(t.column("record_id").to_pylist()) if x in need]
+            rows += t.take(idx).to_pylist() if idx else []
+        if len(rows) < len(need):
+            missing = sorted(need.difference(r["record_id"] for r in rows))
+            raise PerfcastError(f"{len(missing)} records (e.g. {missing[0]!r}) are not in {str(ds.root)!r}'s "
+                                "partitions; open the dataset once with `perfcast data summary DIR` to move its "
+                                "journal into them")
+        rows.sort(key=lambda r: r["workload_key"])  # a chunk parses few tasks
+        found.update(_compute(root, rows, scripts, jobs, progress))
+    return np.stack([found[i] for i in records["record_id"]]) if len(records) else np.zeros((0, N_ASM), np.float32)
+
+
+def _scripts_of(rows, scripts: dict[str, str]) -> dict[str, str]:
+    """The task scripts a chunk's records need (a worker process gets only those)."""
+    return {r["workload_key"]: scripts[r["workload_key"]] for r in rows if scripts.get(r["workload_key"])}
+
+
+def _compute(root: Path, rows, scripts, jobs, progress) -> dict[str, np.ndarray]:
+    import multiprocessing as mp
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    chunks = [rows[i:i + CHUNK] for i in range(0, len(rows), CHUNK)]
+    jobs = max(1, min(jobs or os.cpu_count() or 1, len(chunks)))
+    out: dict[str, np.ndarray] = {}
+    with Progress(TextColumn("asm features"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                  disable=not progress, transient=True) as bar:
+        t = bar.add_task("asm", total=len(rows))
+
+        def done(res):
+            _write(root, res)
+            out.update(res)
+            bar.advance(t, len(res))
+
+        if jobs == 1:
+            for c in chunks:
+                done(_chunk(c, _scripts_of(c, scripts)))
+            return out
+        with ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn")) as pool:
+            futs = [pool.submit(_chunk, c, _scripts_of(c, scripts)) for c in chunks]
+            for f in as_completed(futs):
+                done(f.result())
+    return out
