@@ -1,16 +1,19 @@
-"""What the assembly features add: the same tree model with and without them, on the same records, split and seed.
+"""What the assembly features add: the same model with and without them, on the same records, split and seed.
 
-The model is the bundled ensemble's tree member (`lgbm`, `features=program`, latency per unit of work, default
-kernels weighted 10×), trained once on its program vector and once with the 55 assembly columns appended
-(`features=program_asm`, `perfcast.features.asm`): the instruction counts of what LLVM made of each program, over
-all its code and over its innermost loops. Both are scored on the by_network split's held-out networks.
+`--model lgbm` (default) is the bundled ensemble's tree member (`lgbm`, `features=program`, latency per unit of
+work, default kernels weighted 10×), trained once on its program vector and once with the 55 assembly columns
+appended (`features=program_asm`, `perfcast.features.asm`): the instruction counts of what LLVM made of each
+program, over all its code and over its innermost loops. `--model cdmpp` is the ensemble's CDMPP member
+(`use_analytic=True`), once as it is and once with the columns in its analytic MLP (`use_asm=True`). Both are scored
+on the by_network split's held-out networks.
 
 Building every program of the bundled dataset for its assembly takes hours, so the bench samples a device's records:
 per task TVM's default kernel plus random others, `--per-train` of a training task and `--per-test` of a held-out
 one (seeded), and computes only their assembly features (cached beside the dataset: the first run builds ~24,000
 programs, ~55 min on 2 cores; later runs take ~2 min). No measuring.
 
-    python bench/asm_features.py [--device 'local@AMD EPYC/znver4'] [--per-train 15] [--per-test 30] [--seeds 0 1]
+    python bench/asm_features.py [--model lgbm|cdmpp] [--device 'local@AMD EPYC/znver4'] [--per-train 15]
+                                 [--per-test 30] [--seeds 0 1] [--json]
 """
 
 from __future__ import annotations
@@ -21,6 +24,10 @@ import json
 import numpy as np
 
 DEVICE = "local@AMD EPYC/znver4"
+# model -> its parameters without and with the assembly features
+RECIPES = {"lgbm": ({"features": "program", "target_scale": "work"},
+                    {"features": "program_asm", "target_scale": "work"}),
+           "cdmpp": ({"use_analytic": True}, {"use_analytic": True, "use_asm": True})}
 
 
 def sample(df, per_train: int, per_test: int, seed: int = 0):
@@ -52,12 +59,15 @@ def main(argv=None) -> None:
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", default=None, help="dataset directory (default: the bundled one)")
+    ap.add_argument("--model", default="lgbm", help=f"one of {', '.join(RECIPES)} (default lgbm)")
     ap.add_argument("--device", default=DEVICE, help=f"device key of the records used (default {DEVICE!r})")
     ap.add_argument("--per-train", type=int, default=15, help="programs per training task (default 15)")
     ap.add_argument("--per-test", type=int, default=30, help="programs per held-out task (default 30)")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1], help="split / model seeds (default 0 1)")
     ap.add_argument("--json", action="store_true", help="print JSON")
     a = ap.parse_args(argv)
+    if a.model not in RECIPES:
+        raise PerfcastError(f"--model {a.model!r} is not one of {', '.join(RECIPES)}; pick one of them")
     for flag in ("per_train", "per_test"):
         if getattr(a, flag) < 1:
             raise PerfcastError(f"--{flag.replace('_', '-')} {getattr(a, flag)} must be at least 1 program per task")
@@ -72,36 +82,37 @@ def main(argv=None) -> None:
     X = dataset_features(ds, df, progress=not a.json)
     X.asm = dataset_asm(ds, df, progress=not a.json)
 
-    out = {"device": a.device, "records": len(df), "tasks": int(df["workload_key"].nunique()), "runs": []}
+    out = {"device": a.device, "model": a.model, "records": len(df), "tasks": int(df["workload_key"].nunique()),
+           "runs": []}
     for seed in a.seeds:
-        for feats in ("program", "program_asm"):
-            r = train(model="lgbm", split="by_network", seed=seed, loaded=(ds, df, X), progress=False,
-                      params={"features": feats, "target_scale": "work"})
-            sp = make_split(df, "by_network", seed, None)
-            dflt = sp.test[(df["schedule_kind"].to_numpy()[sp.test] == "default")]
+        sp = make_split(df, "by_network", seed, None)  # the split train() makes: its held-out default kernels
+        dflt = sp.test[(df["schedule_kind"].to_numpy()[sp.test] == "default")]
+        for feats, params in zip(("without", "with"), RECIPES[a.model]):
+            r = train(model=a.model, split="by_network", seed=seed, loaded=(ds, df, X), progress=False,
+                      params=dict(params))
             pred = r["estimator"].predict(X.take(dflt))
             t = r["test"]
             out["runs"].append({"seed": seed, "features": feats,
                                 **{k: t["overall"][k] for k in ("mape", "kendall_tau", "top1")},
                                 "default_kernels_mape": summarize(df["latency_s"].to_numpy()[dflt], pred)["mape"],
                                 "per_network": {n: v["mape"] for n, v in t["per_network"].items()}})
-    by = {f: [x for x in out["runs"] if x["features"] == f] for f in ("program", "program_asm")}
+    by = {f: [x for x in out["runs"] if x["features"] == f] for f in ("without", "with")}
     out["mean"] = {f: {k: float(np.mean([x[k] for x in rs]))
                        for k in ("mape", "kendall_tau", "top1", "default_kernels_mape")}
                    for f, rs in by.items()}
-    out["mape_ratio_asm_to_program"] = out["mean"]["program_asm"]["mape"] / out["mean"]["program"]["mape"]
+    out["mape_ratio_with_to_without"] = out["mean"]["with"]["mape"] / out["mean"]["without"]["mape"]
     if a.json:
         print(json.dumps(out, indent=1))
         return
-    print(f"{a.device}: {out['records']} records of {out['tasks']} tasks, by_network split, lgbm tree member")
+    print(f"{a.device}: {out['records']} records of {out['tasks']} tasks, by_network split, {a.model} member")
     for x in out["runs"]:
         nets = ", ".join(f"{n} {v:.1%}" for n, v in x["per_network"].items())
-        print(f"  seed {x['seed']} {x['features']:12s} MAPE {x['mape']:.1%}  tau {x['kendall_tau']:.3f}  "
+        print(f"  seed {x['seed']} {x['features'] + ' asm':12s} MAPE {x['mape']:.1%}  tau {x['kendall_tau']:.3f}  "
               f"top-1 {x['top1']:.3f}  default kernels {x['default_kernels_mape']:.1%}  ({nets})")
     for f, v in out["mean"].items():
-        print(f"  mean {f:12s} MAPE {v['mape']:.1%}  tau {v['kendall_tau']:.3f}  top-1 {v['top1']:.3f}  "
+        print(f"  mean {f + ' asm':12s} MAPE {v['mape']:.1%}  tau {v['kendall_tau']:.3f}  top-1 {v['top1']:.3f}  "
               f"default kernels {v['default_kernels_mape']:.1%}")
-    print(f"  MAPE with / without the assembly features: {out['mape_ratio_asm_to_program']:.2f}")
+    print(f"  MAPE with / without the assembly features: {out['mape_ratio_with_to_without']:.2f}")
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pytest
 
+from perfcast.errors import PerfcastError
 from perfcast.features import (ANALYTIC_FEATURES, LEAF_FEATURES, as_primfunc, get_extractor, list_extractors,
                                positional_encoding)
 from perfcast.features._tir import SET_ASSOC_CACHES
@@ -629,8 +630,7 @@ def test_dataset_asm_cache_builds_once_then_reads(tmp_path, monkeypatch):
     got = asm_cache.dataset_asm(ds, sub, jobs=1, progress=False)
     assert got.shape == (4, 55) and got.dtype == np.float32 and np.isfinite(got).all()
     assert len(list((tmp_path / asm_cache.ASM_TAG).glob("*.parquet"))) == 1  # one chunk file
-    tasks = ds.read("tasks", ["workload_key", "tir_script"]).to_pydict()
-    scripts = dict(zip(tasks["workload_key"], tasks["tir_script"]))
+    scripts = cache_mod.dataset_task_scripts(ds)
     for i in (0, 3):  # a default kernel (stored TVMScript) and a random schedule (trace replayed)
         rid = sub["record_id"][i]
         rec = next(r for part in ds._parts("records") for r in pq.read_table(part, filters=[("record_id", "=", rid)])
@@ -642,3 +642,55 @@ def test_dataset_asm_cache_builds_once_then_reads(tmp_path, monkeypatch):
     monkeypatch.setattr(asm_cache.AsmExtractor, "extract", lambda self, p: 1 / 0)
     asm_cache._EXTRACTORS.clear()
     assert np.isnan(asm_cache.asm_row(record_program(rec, scripts), rec["target_json"])).all()
+    gone = sub.iloc[[0]].assign(record_id="no-such-record")
+    with pytest.raises(PerfcastError, match=r"1 records \(e.g. 'no-such-record'\) are not in .*perfcast data summary"):
+        asm_cache.dataset_asm(ds, gone, jobs=1, progress=False)
+
+
+@pytest.mark.parametrize("device, what", [("a100", "cuda"), ("graviton2", "llvm -mtriple=aarch64-linux-gnu")])
+def test_asm_features_refuse_a_device_that_is_not_x86(vec_axpb, device, what):
+    from perfcast.features.asm import check_x86_target
+    from perfcast.features.cache import features_of_programs
+
+    with pytest.raises(PerfcastError, match=f"device '{device}' compiles for {what}, but the model reads x86 "
+                                            "assembly features; use a model whose tree models"):
+        features_of_programs([vec_axpb], device, asm=True)
+    assert features_of_programs([vec_axpb], device).asm is None  # the other features do not need x86
+    for ok in (None, '{"kind": "llvm", "mcpu": "haswell"}', '{"kind": "llvm", "mtriple": "x86_64-linux-gnu"}'):
+        check_x86_target(ok, "local")
+
+
+def test_cli_data_features_caches_then_resumes(mlp_dataset, tmp_path):
+    """`perfcast data features --asm`: every record's features and assembly features cached beside the dataset (the
+    assembly rows equal a direct build of the record's program); a second run builds nothing; a device with no
+    records is an error naming the devices."""
+    import json
+    import shutil
+
+    from typer.testing import CliRunner
+
+    from perfcast.cli.app import app
+    from perfcast.data.frame import records_frame
+    from perfcast.data.store import Dataset
+    from perfcast.features.asm_cache import ASM_TAG, read_cache
+    from perfcast.features.cache import dataset_task_scripts, record_program, rows_to_build
+
+    src = mlp_dataset[0]
+    d = tmp_path / "d"
+    shutil.copytree(src, d, ignore=shutil.ignore_patterns("features"))
+    runner = CliRunner()
+    res = runner.invoke(app, ["data", "features", str(d), "--asm", "--jobs", "1", "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    ds = Dataset(d)
+    ids = list(records_frame(ds)["record_id"])
+    assert out["records"] == out["asm_built"] == len(ids) >= 60 and out["asm_failed"] == 0
+    cached = read_cache(d / "features" / ASM_TAG)
+    assert set(cached) == set(ids) and out["cache"][1] == str(d / "features" / ASM_TAG)
+    row = next(iter(rows_to_build(ds, {ids[-1]}).values()))[0]
+    direct = get_extractor("asm", target=row["target_json"]).extract(record_program(row, dataset_task_scripts(ds)))
+    np.testing.assert_allclose(cached[ids[-1]], direct.astype(np.float32))
+    res = runner.invoke(app, ["data", "features", str(d), "--asm", "--json"])
+    assert res.exit_code == 0 and json.loads(res.stdout)["asm_built"] == 0
+    res = runner.invoke(app, ["data", "features", str(d), "--device", "nosuch"])
+    assert isinstance(res.exception, PerfcastError) and "no ok record of device 'nosuch'" in str(res.exception)

@@ -124,6 +124,17 @@ def test_standardizer_treats_jitter_as_constant():
     np.testing.assert_allclose(s(np.array([[22.000001, 2.0, 5.0]])), [[1.0, 0.0, 5.0]], rtol=1e-6)
 
 
+def test_standardizer_leaves_nan_out_and_maps_it_to_the_mean():
+    from perfcast.models._torch import Standardizer
+
+    rows = np.array([[1.0, np.nan], [np.nan, np.nan], [3.0, np.nan], [5.0, np.nan]])  # col 1: never computed
+    s = Standardizer().fit(rows)
+    np.testing.assert_allclose(s.mean_, [np.nanmean(rows[:, 0]), 0.0])
+    np.testing.assert_allclose(s.std_, [np.nanstd(rows[:, 0]), 1.0])  # sqrt(8/3)
+    np.testing.assert_allclose(s(rows)[:, 0], [-np.sqrt(1.5), 0.0, 0.0, np.sqrt(1.5)], rtol=1e-6)
+    assert (s(rows)[:, 1] == 0).all()
+
+
 def test_boxcox_and_yeo_johnson_lambda_is_scipy_mle(mlp_data):
     for u in (LAT * 1e6, mlp_data[2] * 1e6):  # the transforms act on microseconds
         _, lam = stats.boxcox(u)
@@ -528,11 +539,12 @@ def mlp_asm(mlp_data):
     return sub, X, y, idx[idx % 5 != 0], idx[idx % 5 == 0]
 
 
-def test_tree_model_on_assembly_features(mlp_asm, tmp_path):
+def test_tree_model_on_assembly_features(mlp_asm, tmp_path, monkeypatch):
     """`features="program_asm"`: the program vector with the 55 assembly columns appended; the model says it needs
     them, refuses features without them, and round-trips."""
     from dataclasses import replace
 
+    from perfcast.models import ensemble as ensemble_mod
     from perfcast.models.gbdt import program_asm_matrix, program_matrix
 
     _, Xa, y, tr, va = mlp_asm
@@ -552,6 +564,33 @@ def test_tree_model_on_assembly_features(mlp_asm, tmp_path):
     assert load_model(tmp_path / "asm").needs_asm
     ens = get_model("ensemble", **{**SMALL["ensemble"], "residual": {"features": "program_asm"}})
     assert ens.needs_asm and not get_model("ensemble", **SMALL["ensemble"]).needs_asm
+    # members_from: decided from the saved members' parameters, without loading their weights
+    saved = get_model("ensemble", members=[["lgbm", {"features": "program_asm", "n_estimators": 5, "threads": 1}],
+                                           ["lgbm", {"features": "program", "n_estimators": 5, "threads": 1}]])
+    saved.fit(Xa.take(tr), y[tr], Xa.take(va), y[va]).save(tmp_path / "ens")
+    monkeypatch.setattr(ensemble_mod, "load_model", lambda *a: pytest.fail("loaded weights to read parameters"))
+    assert get_model("ensemble", members_from=str(tmp_path / "ens")).needs_asm
+    with pytest.raises(PerfcastError, match=r"members_from '.*asm' is a 'lgbm' model, not an ensemble"):
+        get_model("ensemble", members_from=str(tmp_path / "asm")).needs_asm
+
+
+def test_cdmpp_on_assembly_features(mlp_asm, tmp_path):
+    """`use_asm=True`: the 55 assembly columns, standardized, join the analytic MLP's input (the net's first layer
+    grows by 55); the model says it needs them, refuses features without them, and round-trips."""
+    from dataclasses import replace
+
+    _, Xa, y, tr, va = mlp_asm
+    params = {**SMALL["cdmpp"], "use_analytic": True}
+    m = get_model("cdmpp", **params, use_asm=True)
+    assert m.needs_asm and not get_model("cdmpp", **params).needs_asm
+    with pytest.raises(PerfcastError, match="reads the programs' assembly features and they were not loaded"):
+        m.fit(replace(Xa, asm=None).take(tr), y[tr])
+    pred = m.fit(Xa.take(tr), y[tr], Xa.take(va), y[va]).predict(Xa)
+    plain = get_model("cdmpp", **params).fit(Xa.take(tr), y[tr], Xa.take(va), y[va])
+    assert m.net_.analytic_mlp[0].in_features == plain.net_.analytic_mlp[0].in_features + 55
+    np.testing.assert_allclose(m.asm_norm_.mean_, Xa.asm[tr].astype(np.float64).mean(axis=0), rtol=1e-9)
+    assert np.isfinite(pred).all() and 0.1 < np.median(pred) / np.median(y) < 10
+    np.testing.assert_allclose(load_model(m.save(tmp_path / "c")).predict(Xa), pred, rtol=1e-5)
 
 
 def test_unknown_tree_feature_set():

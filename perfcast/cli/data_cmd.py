@@ -16,6 +16,34 @@ IMPORT_HELP = ("Import a TVM meta-schedule JSON database (a directory with datab
 IMPORT_EXAMPLE = "Example: perfcast data import work_dir/ --out runs/imported --device local"
 
 
+FEATURES_HELP = ("Compute and cache the model features of a dataset's records (the bundled one when DIR is omitted), "
+                 "beside it under DIR/features/; with --asm also their assembly features, which build every program "
+                 "with LLVM (~440 programs/min on 2 cores: hours for a large dataset). Resumable: an interrupted run "
+                 "keeps what it cached and the next one goes on. Training and evaluation compute missing features "
+                 "themselves; this does it ahead of time.")
+FEATURES_EXAMPLE = "Example: perfcast data features --asm --device 'local@AMD EPYC/znver4'"
+
+
+def features(
+    dir: Optional[str] = typer.Argument(None, help="dataset directory (omit for the bundled dataset)"),
+    asm: bool = typer.Option(False, "--asm", help="also the assembly features (models with features=program_asm)"),
+    device: Optional[str] = typer.Option(None, help="only this device's records (id or device key)"),
+    jobs: Optional[int] = typer.Option(None, min=1, help="processes (default: all cores)"),
+    json_out: bool = typer.Option(False, "--json", help="print the counts as JSON"),
+) -> None:
+    from ..eval.workflow import cache_features
+
+    out = cache_features(dir, device=device, asm=asm, jobs=jobs, progress=not json_out)
+    if json_out:
+        print(json.dumps(out))
+        return
+    line = f"features of {out['records']} records cached in {out['features_s']:.0f} s"
+    if asm:
+        line += (f"; assembly features: {out['asm_built']} built in {out['asm_s']:.0f} s, {out['asm_failed']} "
+                 "failed to build (NaN, which the tree models take as missing)")
+    print(f"{line}; cache: {', '.join(out['cache'])}")
+
+
 def _fmt(x) -> str:
     if x is None:
         return "-"

@@ -49,6 +49,37 @@ def load_data(data=None, device: str | None = None, progress: bool = True, min_p
     return ds, df, X
 
 
+def cache_features(data=None, device: str | None = None, asm: bool = False, jobs: int | None = None,
+                   progress: bool = True) -> dict:
+    """Compute and cache the features of `data`'s ok records (default: bundled; `device`: only its records), and
+    with `asm` their assembly's (hours for a large dataset; resumable: what is cached stays). Returns counts,
+    seconds and the cache directories."""
+    import time
+
+    from ..data.frame import records_frame
+    from ..data.store import Dataset
+    from ..features.asm_cache import ASM_TAG, dataset_asm, read_cache
+    from ..features.cache import cache_root, dataset_features
+
+    ds = Dataset(data if data is not None else paths.bundled_dataset_dir())
+    df = records_frame(ds, device=device)
+    if df.empty:
+        raise PerfcastError(f"{str(ds.root)!r} has no ok records{f' of device {device!r}' if device else ''}; "
+                            "see `perfcast data summary DIR` for its devices")
+    t0 = time.perf_counter()
+    dataset_features(ds, df, jobs=jobs, progress=progress)
+    out = {"data": str(ds.root), "records": len(df), "features_s": round(time.perf_counter() - t0, 1),
+           "cache": [str(cache_root(ds))]}
+    if asm:
+        before = len(set(df["record_id"]).intersection(read_cache(cache_root(ds, ASM_TAG))))
+        t0 = time.perf_counter()
+        X = dataset_asm(ds, df, jobs=jobs, progress=progress)
+        out.update(asm_built=len(df) - before, asm_failed=int(np.isnan(X).all(axis=1).sum()),
+                   asm_s=round(time.perf_counter() - t0, 1))
+        out["cache"].append(str(cache_root(ds, ASM_TAG)))
+    return out
+
+
 def make_split(df, split: str, seed: int, split_params: dict | None):
     return get_split(split, **(split_params or {}))(df, seed=seed)
 
@@ -200,13 +231,11 @@ def evaluate(model=None, data=None, split: str | None = None, split_params: dict
     from ..models import get_model, load_model
 
     m = load_model(model)
-    for b in baselines:  # a bad baseline name fails before the data is loaded
-        get_model(b, seed=0)
+    unfitted = [get_model(b, seed=0) for b in baselines]  # a bad baseline name fails before the data is loaded
     info = m.info_ or {}
     ds, df, X = loaded if loaded is not None else load_data(data, progress=progress,
                                                             min_protocol=int(info.get("min_protocol", 0)),
-                                                            asm=m.needs_asm or any(
-                                                                get_model(b, seed=0).needs_asm for b in baselines))
+                                                            asm=any(e.needs_asm for e in [m, *unfitted]))
     name, params, s = _default_split(m, ds)
     if split is not None and (split != name or split_params):
         name, params = split, dict(split_params or {})

@@ -71,28 +71,14 @@ def read_cache(root: Path) -> dict[str, np.ndarray]:
 def dataset_asm(ds, records, jobs: int | None = None, progress: bool = True) -> np.ndarray:
     """(len(records), N_ASM) float32 asm features of `records` (a DataFrame of `ds`'s records), row-aligned,
     computing the ones not cached yet (see the module docstring)."""
-    import pyarrow.parquet as pq
-
-    from ..errors import PerfcastError
-    from .cache import cache_root
+    from .cache import cache_root, dataset_task_scripts, rows_to_build
 
     root = cache_root(ds, ASM_TAG)
     found = read_cache(root)
     need = set(records["record_id"]).difference(found)
     if need:
-        tasks = ds.read("tasks", ["workload_key", "tir_script"]).to_pydict()
-        scripts = dict(zip(tasks["workload_key"], tasks["tir_script"]))
-        cols = ["record_id", "workload_key", "trace_json", "tir_script", "target_json"]
-        rows = []
-        for part in ds._parts("records"):
-            t = pq.read_table(part, columns=cols)
-            idx = [i for i, x in enumerate(t.column("record_id").to_pylist()) if x in need]
-            rows += t.take(idx).to_pylist() if idx else []
-        if len(rows) < len(need):
-            missing = sorted(need.difference(r["record_id"] for r in rows))
-            raise PerfcastError(f"{len(missing)} records (e.g. {missing[0]!r}) are not in {str(ds.root)!r}'s "
-                                "partitions; open the dataset once with `perfcast data summary DIR` to move its "
-                                "journal into them")
+        scripts = dataset_task_scripts(ds)
+        rows = [r for part_rows in rows_to_build(ds, need).values() for r in part_rows]
         rows.sort(key=lambda r: r["workload_key"])  # a chunk parses few tasks
         found.update(_compute(root, rows, scripts, jobs, progress))
     return np.stack([found[i] for i in records["record_id"]]) if len(records) else np.zeros((0, N_ASM), np.float32)

@@ -60,6 +60,14 @@ class ProgramFeatures:
     def __len__(self) -> int:
         return len(self.leaves)
 
+    def require_asm(self) -> np.ndarray:
+        """`asm`, or the one-line error of a model that reads it when it was not loaded."""
+        if self.asm is None:
+            raise PerfcastError("this model reads the programs' assembly features and they were not loaded; load "
+                                "them with perfcast.eval.workflow.load_data(asm=True) or "
+                                "features_of_programs(asm=True)")
+        return self.asm
+
     @property
     def leaf_dim(self) -> int:
         """Columns of the leaf vectors (`LEAF_DIM`, or fewer in a `prefix` view)."""
@@ -124,7 +132,10 @@ def features_of_programs(programs, device="local", target_json: str | None = Non
     dev = np.tile(np.asarray(spec.feature_vector(), np.float32), (len(rows), 1))
     X = _from_rows(rows, dev)
     if asm:
+        from .asm import check_x86_target
         from .asm_cache import asm_row
+
+        check_x86_target(target_json, spec.device_id)
 
         X.asm = np.stack([asm_row(p, target_json) for p in programs]) if rows else np.zeros((0, N_ASM), np.float32)
     return X
@@ -164,6 +175,34 @@ def record_program(r: dict, task_scripts: dict[str, str]):
         except Exception:  # noqa: BLE001  (a trace that no longer replays: parse the stored program instead)
             pass
     return _task_module(r["tir_script"])
+
+
+BUILD_COLUMNS = ["record_id", "workload_key", "trace_json", "tir_script", "target_json"]
+
+
+def dataset_task_scripts(ds) -> dict[str, str]:
+    """workload key -> the task's TVMScript, of every task of `ds` (what `record_program` replays traces on)."""
+    tasks = ds.read("tasks", ["workload_key", "tir_script"]).to_pydict()
+    return dict(zip(tasks["workload_key"], tasks["tir_script"]))
+
+
+def rows_to_build(ds, need: set[str]) -> dict[Path, list[dict]]:
+    """records partition -> the stored rows (`BUILD_COLUMNS`) of its records in `need`, for the partitions that
+    hold any; a record in no partition (e.g. still in a journal) is an error naming the command that fixes it."""
+    import pyarrow.parquet as pq
+
+    out: dict[Path, list[dict]] = {}
+    for part in ds._parts("records"):
+        ids = pq.read_table(part, columns=["record_id"]).column("record_id").to_pylist()
+        idx = [i for i, x in enumerate(ids) if x in need]
+        if idx:
+            out[part] = pq.read_table(part, columns=BUILD_COLUMNS).take(idx).to_pylist()
+    missing = need.difference(r["record_id"] for rows in out.values() for r in rows)
+    if missing:
+        raise PerfcastError(f"{len(missing)} records (e.g. {min(missing)!r}) are not in {str(ds.root)!r}'s "
+                            "partitions; open the dataset once with `perfcast data summary DIR` to move its "
+                            "journal into them")
+    return out
 
 
 def _compute_partition(rows: list[dict], task_scripts: dict[str, str]) -> list[tuple]:
@@ -238,8 +277,6 @@ def dataset_features(ds, records=None, jobs: int | None = None, progress: bool =
     partition: the records some caller wanted); records not in any partition (e.g. still in a journal) are an
     error.
     """
-    import pyarrow.parquet as pq
-
     from ..devices import DeviceSpec
 
     if records is None:
@@ -258,23 +295,11 @@ def dataset_features(ds, records=None, jobs: int | None = None, progress: bool =
             cached[cache] = list(rows)
     need = wanted.difference(found)
     if need:
-        tasks = ds.read("tasks", ["workload_key", "tir_script"]).to_pydict()
-        task_scripts = dict(zip(tasks["workload_key"], tasks["tir_script"]))
-        cols = ["record_id", "workload_key", "trace_json", "tir_script", "target_json"]
+        task_scripts = dataset_task_scripts(ds)
         todo: list[tuple[Path, list[dict], list[tuple]]] = []  # (cache file, rows to compute, rows it already has)
-        for part in ds._parts("records"):
-            ids = pq.read_table(part, columns=["record_id"]).column("record_id").to_pylist()
-            if need.isdisjoint(ids):
-                continue  # nothing wanted here: computed when a caller wants one of its records
-            rows = [r for r in pq.read_table(part, columns=cols).to_pylist() if r["record_id"] in need]
+        for part, rows in rows_to_build(ds, need).items():
             cache = root / part.name
             todo.append((cache, rows, [(i, *found[i]) for i in cached.get(cache, [])]))
-        pending = {r["record_id"] for _, rs, _ in todo for r in rs}
-        missing = [i for i in need if i not in pending]
-        if missing:
-            raise PerfcastError(f"{len(missing)} records (e.g. {missing[0]!r}) are not in {str(ds.root)!r}'s "
-                                "partitions; open the dataset once with `perfcast data summary DIR` to move its "
-                                "journal into them")
         found.update(_compute(todo, task_scripts, jobs, progress))
     devices = {s: np.asarray(DeviceSpec.from_json(s).feature_vector(), np.float32)
                for s in records["device_spec_json"].unique()}

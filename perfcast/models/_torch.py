@@ -55,18 +55,24 @@ class Standardizer:
     feature when the training data holds one device) is scaled by max(|mean|, 1) instead, so that an unseen value
     (another device's vector width) lands at a relative distance, not at hundreds of standard deviations. "Constant"
     includes jitter: a spread below 1e-3 of the column's magnitude (one CPU probed in two sessions, 2,445.1 vs
-    2,445.3 MHz) would otherwise put another CPU millions of "standard deviations" away."""
+    2,445.3 MHz) would otherwise put another CPU millions of "standard deviations" away. NaN entries (a feature
+    that could not be computed) are left out of the fit and map to 0, the mean."""
 
     def fit(self, rows: np.ndarray) -> "Standardizer":
         rows = np.asarray(rows, np.float64)
-        self.mean_ = rows.mean(axis=0) if len(rows) else np.zeros(rows.shape[1])
-        std = rows.std(axis=0) if len(rows) else np.ones(rows.shape[1])
+        known = ~np.isnan(rows)  # NaN (a feature that could not be computed) is left out of the moments
+        n = known.sum(axis=0)
+        x = np.where(known, rows, 0.0)
+        self.mean_ = x.sum(axis=0) / np.maximum(n, 1)
+        std = np.sqrt(np.where(known, (x - self.mean_) ** 2, 0.0).sum(axis=0) / np.maximum(n, 1))
+        std = np.where(n > 0, std, 1.0)
         scale = np.maximum(np.abs(self.mean_), 1.0)
         self.std_ = np.where(std > 1e-3 * scale, std, scale)
         return self
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
-        return ((x - self.mean_) / self.std_).astype(np.float32)
+        """Standardized rows; NaN becomes 0, the training mean."""
+        return np.nan_to_num((x - self.mean_) / self.std_, nan=0.0).astype(np.float32)
 
     def to_dict(self) -> dict:
         return {"mean": self.mean_.tolist(), "std": self.std_.tolist()}

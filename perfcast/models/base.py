@@ -158,8 +158,9 @@ def get_model(name: str, **params) -> CostModel:
     return _REGISTRY[name](**params)
 
 
-def load_model(path=None) -> CostModel:
-    """A trained model from its directory (default: the bundled model)."""
+def read_model_meta(path=None) -> tuple[Path, dict]:
+    """(directory, the parsed model.json) of a saved model (default: the bundled model), after checking its format
+    and feature versions; reads no learned state."""
     from ..features.cache import FEATURE_TAG, PRIOR_TAGS
 
     p = Path(path) if path is not None else paths.bundled_model_dir()
@@ -179,6 +180,15 @@ def load_model(path=None) -> CostModel:
         raise PerfcastError(f"model {str(p)!r} was trained on features {meta.get('feature_tag')}, this perfcast "
                             f"computes {FEATURE_TAG}; retrain it with `perfcast train` (perfcast "
                             f"{meta.get('perfcast_version')} reads it as it is)")
+    return p, meta
+
+
+def load_model(path=None) -> CostModel:
+    """A trained model from its directory (default: the bundled model)."""
+    from ..features.cache import FEATURE_TAG, PRIOR_TAGS
+
+    p, meta = read_model_meta(path)
+    tag = meta.get("feature_tag")
     model = get_model(meta["name"], **meta["params"])
     model._load_state(p, meta["state"])
     model.n_train_ = meta["n_train"]

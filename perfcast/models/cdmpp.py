@@ -12,7 +12,8 @@ Programs", EuroSys'24, §4-5 and Fig. 4).
 During training the leaf-count path is dropped for a random `head_dropout` share of each batch's programs, so that
 the shared path alone also predicts well (it is all a program with a new leaf count gets). `use_pe=False` is the
 paper's "w/o PE" ablation (Fig. 14a). `use_analytic=True` (a perfcast extension, off by default) adds an MLP
-of the program-level static figures (FLOPs, bytes, trip counts) to z_x. `leaf_features="per_store"` uses TVM's
+of the program-level static figures (FLOPs, bytes, trip counts) to z_x; `use_asm=True` adds the 55 assembly
+features (`perfcast.features.asm`: what LLVM made of the program) to that MLP's input. `leaf_features="per_store"` uses TVM's
 164-d per-store (Ansor) feature rows as the leaf sequence instead of the 50-d compact-AST vectors (CDMPP builds its
 leaf vectors on Ansor's statement features), with the positional encoding of the rows' order;
 `leaf_features="compact_base"` keeps the compact AST's first 32 columns: without the 12 access-signature and the 6
@@ -57,7 +58,7 @@ def build_net(d_model: int, heads: int, layers: int, z_dim: int, decoder_hidden:
             self.decoder = nn.Sequential(*dec, nn.Linear(width, 1))
 
         def encode(self, seq, vec):
-            # seq: (B, L, in_dim) standardized leaves (+ PE); vec: (B, n_device + n_analytic)
+            # seq: (B, L, in_dim) standardized leaves (+ PE); vec: (B, n_device + n_analytic [+ 55 asm])
             B, L, _ = seq.shape
             h = self.encoder(self.embed(seq))  # (B, L, d)
             zx = self.shared(h.mean(dim=1))  # (B, z)
@@ -87,7 +88,12 @@ class CDMPPModel(TorchCostModel):
 
     name = "cdmpp"
     ARCH_DEFAULTS = dict(d_model=64, heads=4, layers=2, z_dim=128, decoder_hidden=256, decoder_layers=2,
-                         head_dropout=0.2, dropout=0.0, use_pe=True, use_analytic=False, leaf_features="compact")
+                         head_dropout=0.2, dropout=0.0, use_pe=True, use_analytic=False, use_asm=False,
+                         leaf_features="compact")
+
+    @property
+    def needs_asm(self) -> bool:
+        return bool(self.params["use_asm"])
 
     def _leaves(self, X) -> tuple[list, list, int]:
         """(per-program leaf rows, their ordering vectors, row width) for the chosen `leaf_features`."""
@@ -107,6 +113,7 @@ class CDMPPModel(TorchCostModel):
         self.leaf_norm_ = Standardizer().fit(np.concatenate(rows) if len(X) else np.zeros((0, width)))
         self.device_norm_ = Standardizer().fit(X.device)
         self.analytic_norm_ = Standardizer().fit(X.analytic)
+        self.asm_norm_ = Standardizer().fit(X.require_asm()) if self.params["use_asm"] else None
         self.leaf_counts_ = sorted({max(1, len(a)) for a in rows})
 
     def _inputs(self, X):
@@ -122,21 +129,27 @@ class CDMPPModel(TorchCostModel):
         vec = self.device_norm_(X.device)
         if self.params["use_analytic"]:
             vec = np.concatenate([vec, self.analytic_norm_(self._view(X).analytic)], axis=1)
+        if self.params["use_asm"]:
+            vec = np.concatenate([vec, self.asm_norm_(X.require_asm())], axis=1)
         return seqs, vec
+
 
     def _build_net(self, X):
         p = self.params
         return build_net(p["d_model"], p["heads"], p["layers"], p["z_dim"], p["decoder_hidden"],
                          p["decoder_layers"], self.leaf_counts_, len(self.device_norm_.mean_),
-                         len(self.analytic_norm_.mean_) if p["use_analytic"] else 0, p["head_dropout"],
+                         (len(self.analytic_norm_.mean_) if p["use_analytic"] else 0)
+                         + (len(self.asm_norm_.mean_) if p["use_asm"] else 0), p["head_dropout"],
                          p["dropout"], len(self.leaf_norm_.mean_))
 
     def _input_state(self) -> dict:
         return {"leaf_norm": self.leaf_norm_.to_dict(), "device_norm": self.device_norm_.to_dict(),
-                "analytic_norm": self.analytic_norm_.to_dict(), "leaf_counts": self.leaf_counts_}
+                "analytic_norm": self.analytic_norm_.to_dict(), "leaf_counts": self.leaf_counts_,
+                **({"asm_norm": self.asm_norm_.to_dict()} if self.asm_norm_ is not None else {})}
 
     def _load_input_state(self, state: dict) -> None:
         self.leaf_norm_ = Standardizer.from_dict(state["leaf_norm"])
         self.device_norm_ = Standardizer.from_dict(state["device_norm"])
         self.analytic_norm_ = Standardizer.from_dict(state["analytic_norm"])
+        self.asm_norm_ = Standardizer.from_dict(state["asm_norm"]) if "asm_norm" in state else None
         self.leaf_counts_ = list(state["leaf_counts"])

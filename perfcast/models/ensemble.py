@@ -52,7 +52,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import PerfcastError, UnknownNameError
-from .base import CostModel, get_model, list_models, load_model, register
+from .base import CostModel, get_model, list_models, load_model, read_model_meta, register
 
 DEFAULT_MEMBERS = [["cdmpp", {"use_analytic": True}], ["mlp", {}],
                    ["lgbm", {"features": "program", "target_scale": "work"}]]
@@ -100,7 +100,7 @@ class EnsembleModel(CostModel):
     def needs_asm(self) -> bool:
         members = getattr(self, "members_", None)
         if members is None:
-            members = (_trained_members(self.params["members_from"]) if self.params["members_from"] is not None
+            members = (_saved_member_configs(self.params["members_from"]) if self.params["members_from"] is not None
                        else [get_model(name, **params) for name, params in self.member_specs()])
         stage = getattr(self, "residual_", None)
         asm_stage = (stage.needs_asm if stage is not None else
@@ -250,10 +250,22 @@ def simplex_grid(k: int, step: float) -> np.ndarray:
     return np.array([[*c, n - sum(c)] for c in out], np.float64) / n
 
 
+def _check_ensemble(path, name: str) -> None:
+    if name != EnsembleModel.name:
+        raise PerfcastError(f"members_from {str(path)!r} is a {name!r} model, not an ensemble; pass a "
+                            "directory saved by `perfcast train --model ensemble`")
+
+
 def _trained_members(path) -> list[CostModel]:
     """The trained members of the ensemble saved at `path` (the `members_from` parameter)."""
     base = load_model(path)
-    if not isinstance(base, EnsembleModel):
-        raise PerfcastError(f"members_from {str(path)!r} is a {base.name!r} model, not an ensemble; pass a "
-                            "directory saved by `perfcast train --model ensemble`")
+    _check_ensemble(path, base.name)
     return list(base.members_)
+
+
+def _saved_member_configs(path) -> list[CostModel]:
+    """Untrained models with the parameters of the members of the ensemble saved at `path`: what features they
+    read, without loading their weights (only the model.json files)."""
+    p, meta = read_model_meta(path)
+    _check_ensemble(path, meta["name"])
+    return [get_model(m["name"], **m["params"]) for m in (read_model_meta(p / d)[1] for d in meta["state"]["members"])]

@@ -64,11 +64,9 @@ def program_matrix(X, use_device: bool = False) -> np.ndarray:
 def program_asm_matrix(X, use_device: bool = False) -> np.ndarray:
     """`program_matrix` and the programs' assembly features (`features.asm.ASM_FEATURES`, 55 columns; NaN where
     LLVM could not build one, which the trees take as missing) for `features="program_asm"`."""
-    if X.asm is None:
-        raise PerfcastError("this model reads the programs' assembly features and they were not loaded; load them "
-                            "with perfcast.eval.workflow.load_data(asm=True) or features_of_programs(asm=True)")
+    asm = X.require_asm()
     A = program_matrix(X, use_device)
-    return np.hstack([A, np.asarray(X.asm, np.float32).reshape(len(A), -1)])
+    return np.hstack([A, np.asarray(asm, np.float32).reshape(len(A), -1)])
 
 
 FEATURE_SETS = {"per_store": store_matrix, "program": program_matrix, "program_asm": program_asm_matrix}
