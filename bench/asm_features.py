@@ -4,15 +4,16 @@
 work, default kernels weighted 10×), trained once on its program vector and once with the 55 assembly columns
 appended (`features=program_asm`, `perfcast.features.asm`): the instruction counts of what LLVM made of each
 program, over all its code and over its innermost loops. `--model cdmpp` is the ensemble's CDMPP member
-(`use_analytic=True`), once as it is and once with the columns in its analytic MLP (`use_asm=True`). Both are scored
-on the by_network split's held-out networks.
+(`use_analytic=True`), once as it is and once with the columns in its analytic MLP (`use_asm=True`); `--model mlp`
+the TensetMLP member, with the columns beside the device features its head reads. Both are scored on the by_network
+split's held-out networks.
 
 Building every program of the bundled dataset for its assembly takes hours, so the bench samples a device's records:
 per task TVM's default kernel plus random others, `--per-train` of a training task and `--per-test` of a held-out
 one (seeded), and computes only their assembly features (cached beside the dataset: the first run builds ~24,000
 programs, ~55 min on 2 cores; later runs take ~2 min). No measuring.
 
-    python bench/asm_features.py [--model lgbm|cdmpp] [--device 'local@AMD EPYC/znver4'] [--per-train 15]
+    python bench/asm_features.py [--model lgbm|cdmpp|mlp] [--device 'local@AMD EPYC/znver4'] [--per-train 15]
                                  [--per-test 30] [--seeds 0 1] [--json]
 """
 
@@ -27,7 +28,8 @@ DEVICE = "local@AMD EPYC/znver4"
 # model -> its parameters without and with the assembly features
 RECIPES = {"lgbm": ({"features": "program", "target_scale": "work"},
                     {"features": "program_asm", "target_scale": "work"}),
-           "cdmpp": ({"use_analytic": True}, {"use_analytic": True, "use_asm": True})}
+           "cdmpp": ({"use_analytic": True}, {"use_analytic": True, "use_asm": True}),
+           "mlp": ({}, {"use_asm": True})}
 
 
 def sample(df, per_train: int, per_test: int, seed: int = 0):

@@ -574,20 +574,23 @@ def test_tree_model_on_assembly_features(mlp_asm, tmp_path, monkeypatch):
         get_model("ensemble", members_from=str(tmp_path / "asm")).needs_asm
 
 
-def test_cdmpp_on_assembly_features(mlp_asm, tmp_path):
-    """`use_asm=True`: the 55 assembly columns, standardized, join the analytic MLP's input (the net's first layer
-    grows by 55); the model says it needs them, refuses features without them, and round-trips."""
+@pytest.mark.parametrize("name, first_layer", [("cdmpp", lambda net: net.analytic_mlp[0]),
+                                               ("mlp", lambda net: net.head[0])])
+def test_neural_models_on_assembly_features(mlp_asm, tmp_path, name, first_layer):
+    """`use_asm=True`: the 55 assembly columns, standardized, join cdmpp's analytic MLP input / the TensetMLP head's
+    input (that layer grows by 55); the model says it needs them, refuses features without them, and
+    round-trips."""
     from dataclasses import replace
 
     _, Xa, y, tr, va = mlp_asm
-    params = {**SMALL["cdmpp"], "use_analytic": True}
-    m = get_model("cdmpp", **params, use_asm=True)
-    assert m.needs_asm and not get_model("cdmpp", **params).needs_asm
+    params = {**SMALL[name], **({"use_analytic": True} if name == "cdmpp" else {})}
+    m = get_model(name, **params, use_asm=True)
+    assert m.needs_asm and not get_model(name, **params).needs_asm
     with pytest.raises(PerfcastError, match="reads the programs' assembly features and they were not loaded"):
         m.fit(replace(Xa, asm=None).take(tr), y[tr])
     pred = m.fit(Xa.take(tr), y[tr], Xa.take(va), y[va]).predict(Xa)
-    plain = get_model("cdmpp", **params).fit(Xa.take(tr), y[tr], Xa.take(va), y[va])
-    assert m.net_.analytic_mlp[0].in_features == plain.net_.analytic_mlp[0].in_features + 55
+    plain = get_model(name, **params).fit(Xa.take(tr), y[tr], Xa.take(va), y[va])
+    assert first_layer(m.net_).in_features == first_layer(plain.net_).in_features + 55
     np.testing.assert_allclose(m.asm_norm_.mean_, Xa.asm[tr].astype(np.float64).mean(axis=0), rtol=1e-9)
     assert np.isfinite(pred).all() and 0.1 < np.median(pred) / np.median(y) < 10
     np.testing.assert_allclose(load_model(m.save(tmp_path / "c")).predict(Xa), pred, rtol=1e-5)
