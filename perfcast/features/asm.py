@@ -184,7 +184,6 @@ def program_asm(func, target) -> str:
     return lib.inspect_source("asm")
 
 
-
 def check_x86_target(target_json: str | None, device_id: str) -> None:
     """A one-line error unless `target_json` (None: this machine) is an LLVM x86 target: the asm features read
     x86 assembly only."""
@@ -196,6 +195,7 @@ def check_x86_target(target_json: str | None, device_id: str) -> None:
         what = f"llvm -mtriple={triple}" if target.get("kind") == "llvm" else str(target.get("kind"))
         raise PerfcastError(f"device {device_id!r} compiles for {what}, but the model reads x86 assembly features; "
                             "use a model whose tree models have features other than program_asm")
+
 
 @register
 class AsmExtractor(FeatureExtractor):

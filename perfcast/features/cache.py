@@ -136,7 +136,6 @@ def features_of_programs(programs, device="local", target_json: str | None = Non
         from .asm_cache import asm_row
 
         check_x86_target(target_json, spec.device_id)
-
         X.asm = np.stack([asm_row(p, target_json) for p in programs]) if rows else np.zeros((0, N_ASM), np.float32)
     return X
 

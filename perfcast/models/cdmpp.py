@@ -13,9 +13,10 @@ During training the leaf-count path is dropped for a random `head_dropout` share
 the shared path alone also predicts well (it is all a program with a new leaf count gets). `use_pe=False` is the
 paper's "w/o PE" ablation (Fig. 14a). `use_analytic=True` (a perfcast extension, off by default) adds an MLP
 of the program-level static figures (FLOPs, bytes, trip counts) to z_x; `use_asm=True` adds the 55 assembly
-features (`perfcast.features.asm`: what LLVM made of the program) to that MLP's input. `leaf_features="per_store"` uses TVM's
-164-d per-store (Ansor) feature rows as the leaf sequence instead of the 50-d compact-AST vectors (CDMPP builds its
-leaf vectors on Ansor's statement features), with the positional encoding of the rows' order;
+features (`perfcast.features.asm`: what LLVM made of the program) to that MLP's input.
+`leaf_features="per_store"` uses TVM's 164-d per-store (Ansor) feature rows as the leaf sequence instead of the 50-d
+compact-AST vectors (CDMPP builds its leaf vectors on Ansor's statement features), with the positional encoding of
+the rows' order;
 `leaf_features="compact_base"` keeps the compact AST's first 32 columns: without the 12 access-signature and the 6
 per-store cache columns (an ablation of those perfcast additions).
 """
@@ -132,7 +133,6 @@ class CDMPPModel(TorchCostModel):
         if self.params["use_asm"]:
             vec = np.concatenate([vec, self.asm_norm_(X.require_asm())], axis=1)
         return seqs, vec
-
 
     def _build_net(self, X):
         p = self.params
