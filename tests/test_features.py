@@ -640,7 +640,7 @@ def test_dataset_asm_cache_builds_once_then_reads(tmp_path, monkeypatch):
     monkeypatch.setattr(asm_cache, "_chunk", lambda *a: pytest.fail("built again instead of read from the cache"))
     np.testing.assert_array_equal(asm_cache.dataset_asm(ds, sub.iloc[[3, 0]], jobs=1, progress=False), got[[3, 0]])
     monkeypatch.setattr(asm_cache.AsmExtractor, "extract", lambda self, p: 1 / 0)
-    asm_cache._EXTRACTORS.clear()
+    asm_cache._extractor.cache_clear()
     assert np.isnan(asm_cache.asm_row(record_program(rec, scripts), rec["target_json"])).all()
     gone = sub.iloc[[0]].assign(record_id="no-such-record")
     with pytest.raises(PerfcastError, match=r"1 records \(e.g. 'no-such-record'\) are not in .*perfcast data summary"):

@@ -37,10 +37,10 @@ def features(
     if json_out:
         print(json.dumps(out))
         return
-    line = f"features of {out['records']} records cached in {out['features_s']:.0f} s"
+    line = f"features of {out['records']} records cached in {out['seconds']:.0f} s"
     if asm:
-        line += (f"; assembly features: {out['asm_built']} built in {out['asm_s']:.0f} s, {out['asm_failed']} "
-                 "failed to build (NaN, which the tree models take as missing)")
+        line += (f"; assembly features: {out['asm_built']} built, {out['asm_failed']} of them "
+                 "failed to build (NaN, which the models take as missing)")
     print(f"{line}; cache: {', '.join(out['cache'])}")
 
 

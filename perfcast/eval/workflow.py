@@ -26,26 +26,36 @@ DEFAULT_WEIGHT = 10.0
 SEARCHED_WEIGHT = 1.0
 
 
-def load_data(data=None, device: str | None = None, progress: bool = True, min_protocol: int = 0,
-              asm: bool = False):
-    """(dataset, records DataFrame, ProgramFeatures) of the ok records of `data` (default: bundled); with
-    `min_protocol`, only records timed under that measurement protocol or a newer one
-    (`perfcast.data.schema.PROTOCOLS`); with `asm`, the features hold the assembly's too (`asm_cache`)."""
+def open_records(data=None, device: str | None = None, min_protocol: int = 0):
+    """(dataset, records DataFrame) of the ok records of `data` (default: bundled), of `device` only when given;
+    no such records is an error that names the fix."""
     from ..data.frame import records_frame
     from ..data.store import Dataset
-    from ..features.cache import dataset_features
 
     ds = Dataset(data if data is not None else paths.bundled_dataset_dir())
     df = records_frame(ds, device=device, min_protocol=min_protocol)
     if df.empty:
         more = f" of protocol >= {min_protocol}" if min_protocol else ""
-        raise PerfcastError(f"{str(ds.root)!r} has no ok records{more}; collect some with "
-                            "`perfcast collect --out DIR`")
-    X = dataset_features(ds, df, progress=progress)
+        more += f" of device {device!r}" if device else ""
+        fix = ("see `perfcast data summary DIR` for its devices" if device
+               else "collect some with `perfcast collect --out DIR`")
+        raise PerfcastError(f"{str(ds.root)!r} has no ok records{more}; {fix}")
+    return ds, df
+
+
+def load_data(data=None, device: str | None = None, progress: bool = True, min_protocol: int = 0,
+              asm: bool = False, jobs: int | None = None):
+    """(dataset, records DataFrame, ProgramFeatures) of the ok records of `data` (default: bundled); with
+    `min_protocol`, only records timed under that measurement protocol or a newer one
+    (`perfcast.data.schema.PROTOCOLS`); with `asm`, the features hold the assembly's too (`asm_cache`)."""
+    from ..features.cache import dataset_features
+
+    ds, df = open_records(data, device, min_protocol)
+    X = dataset_features(ds, df, jobs=jobs, progress=progress)
     if asm:
         from ..features.asm_cache import dataset_asm
 
-        X.asm = dataset_asm(ds, df, progress=progress)
+        X.asm = dataset_asm(ds, df, jobs=jobs, progress=progress)
     return ds, df, X
 
 
@@ -53,29 +63,21 @@ def cache_features(data=None, device: str | None = None, asm: bool = False, jobs
                    progress: bool = True) -> dict:
     """Compute and cache the features of `data`'s ok records (default: bundled; `device`: only its records), and
     with `asm` their assembly's (hours for a large dataset; resumable: what is cached stays). Returns counts,
-    seconds and the cache directories."""
+    seconds (this run's building and reading) and the cache directories."""
     import time
 
-    from ..data.frame import records_frame
-    from ..data.store import Dataset
-    from ..features.asm_cache import ASM_TAG, dataset_asm, read_cache
-    from ..features.cache import cache_root, dataset_features
+    from ..features.asm_cache import ASM_TAG, read_cache
+    from ..features.cache import cache_root
 
-    ds = Dataset(data if data is not None else paths.bundled_dataset_dir())
-    df = records_frame(ds, device=device)
-    if df.empty:
-        raise PerfcastError(f"{str(ds.root)!r} has no ok records{f' of device {device!r}' if device else ''}; "
-                            "see `perfcast data summary DIR` for its devices")
+    ds, df = open_records(data, device)
+    before = set(df["record_id"]).intersection(read_cache(cache_root(ds, ASM_TAG))) if asm else set()
     t0 = time.perf_counter()
-    dataset_features(ds, df, jobs=jobs, progress=progress)
-    out = {"data": str(ds.root), "records": len(df), "features_s": round(time.perf_counter() - t0, 1),
+    _, _, X = load_data(ds.root, device=device, progress=progress, asm=asm, jobs=jobs)
+    out = {"data": str(ds.root), "records": len(df), "seconds": round(time.perf_counter() - t0, 1),
            "cache": [str(cache_root(ds))]}
     if asm:
-        before = len(set(df["record_id"]).intersection(read_cache(cache_root(ds, ASM_TAG))))
-        t0 = time.perf_counter()
-        X = dataset_asm(ds, df, jobs=jobs, progress=progress)
-        out.update(asm_built=len(df) - before, asm_failed=int(np.isnan(X).all(axis=1).sum()),
-                   asm_s=round(time.perf_counter() - t0, 1))
+        new = ~df["record_id"].isin(before).to_numpy()
+        out.update(asm_built=int(new.sum()), asm_failed=int((np.isnan(X.asm).all(axis=1) & new).sum()))
         out["cache"].append(str(cache_root(ds, ASM_TAG)))
     return out
 

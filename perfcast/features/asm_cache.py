@@ -9,10 +9,10 @@ A program LLVM cannot build gets NaN features (the tree models take NaN as missi
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 import numpy as np
@@ -22,17 +22,18 @@ from .asm import ASM_FEATURES, AsmExtractor
 ASM_TAG = f"asm{AsmExtractor.version}"
 N_ASM = len(ASM_FEATURES)
 CHUNK = 256
-_EXTRACTORS: dict[str, AsmExtractor] = {}
+
+
+@functools.cache
+def _extractor(target_json: str | None) -> AsmExtractor:
+    return AsmExtractor(target=target_json or None)
 
 
 def asm_row(program, target_json: str | None) -> np.ndarray:
     """(N_ASM,) float32 asm features of one program built for `target_json` (None: this machine); NaN if the
     build fails."""
-    key = target_json or ""
-    if key not in _EXTRACTORS:
-        _EXTRACTORS[key] = AsmExtractor(target=target_json or None)
     try:
-        return _EXTRACTORS[key].extract(program).astype(np.float32)
+        return _extractor(target_json or None).extract(program).astype(np.float32)
     except Exception:  # noqa: BLE001  (LLVM refusing one program must not lose the others)
         return np.full(N_ASM, np.nan, np.float32)
 
@@ -71,7 +72,7 @@ def read_cache(root: Path) -> dict[str, np.ndarray]:
 def dataset_asm(ds, records, jobs: int | None = None, progress: bool = True) -> np.ndarray:
     """(len(records), N_ASM) float32 asm features of `records` (a DataFrame of `ds`'s records), row-aligned,
     computing the ones not cached yet (see the module docstring)."""
-    from .cache import cache_root, dataset_task_scripts, rows_to_build
+    from .cache import cache_root, dataset_task_scripts, map_chunks, rows_to_build, scripts_of
 
     root = cache_root(ds, ASM_TAG)
     found = read_cache(root)
@@ -80,38 +81,11 @@ def dataset_asm(ds, records, jobs: int | None = None, progress: bool = True) -> 
         scripts = dataset_task_scripts(ds)
         rows = [r for part_rows in rows_to_build(ds, need).values() for r in part_rows]
         rows.sort(key=lambda r: r["workload_key"])  # a chunk parses few tasks
-        found.update(_compute(root, rows, scripts, jobs, progress))
-    return np.stack([found[i] for i in records["record_id"]]) if len(records) else np.zeros((0, N_ASM), np.float32)
+        chunks = [rows[i:i + CHUNK] for i in range(0, len(rows), CHUNK)]
 
-
-def _scripts_of(rows, scripts: dict[str, str]) -> dict[str, str]:
-    """The task scripts a chunk's records need (a worker process gets only those)."""
-    return {r["workload_key"]: scripts[r["workload_key"]] for r in rows if scripts.get(r["workload_key"])}
-
-
-def _compute(root: Path, rows, scripts, jobs, progress) -> dict[str, np.ndarray]:
-    import multiprocessing as mp
-
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-    chunks = [rows[i:i + CHUNK] for i in range(0, len(rows), CHUNK)]
-    jobs = max(1, min(jobs or os.cpu_count() or 1, len(chunks)))
-    out: dict[str, np.ndarray] = {}
-    with Progress(TextColumn("asm features"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                  disable=not progress, transient=True) as bar:
-        t = bar.add_task("asm", total=len(rows))
-
-        def done(res):
+        def done(_, res):
             _write(root, res)
-            out.update(res)
-            bar.advance(t, len(res))
+            found.update(res)
 
-        if jobs == 1:
-            for c in chunks:
-                done(_chunk(c, _scripts_of(c, scripts)))
-            return out
-        with ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn")) as pool:
-            futs = [pool.submit(_chunk, c, _scripts_of(c, scripts)) for c in chunks]
-            for f in as_completed(futs):
-                done(f.result())
-    return out
+        map_chunks(_chunk, [(c, scripts_of(c, scripts)) for c in chunks], done, jobs, progress, "asm features")
+    return np.stack([found[i] for i in records["record_id"]]) if len(records) else np.zeros((0, N_ASM), np.float32)

@@ -18,6 +18,7 @@ rebuilt by replaying its trace on its task (about 15 ms; parsing the stored TVMS
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -99,17 +100,13 @@ class ProgramFeatures:
 
 # ---- one program ----------------------------------------------------------------------------------------------
 _CA, _AN = CompactASTExtractor(), AnalyticExtractor(log=True)
-_PS: dict[str, PerStoreExtractor] = {}
-
-
+@functools.cache
 def _per_store(target_json: str | None) -> PerStoreExtractor:
-    key = target_json or ""
-    if key not in _PS:
-        target = json.loads(target_json) if target_json else None
-        if target is not None:  # per-store features read only the kind, mcpu and core count
-            target = {k: target[k] for k in ("kind", "mcpu", "num-cores") if k in target}
-        _PS[key] = PerStoreExtractor(target=target)
-    return _PS[key]
+    """One extractor per target (building one creates a TVM target)."""
+    target = json.loads(target_json) if target_json else None
+    if target is not None:  # per-store features read only the kind, mcpu and core count
+        target = {k: target[k] for k in ("kind", "mcpu", "num-cores") if k in target}
+    return PerStoreExtractor(target=target)
 
 
 def program_row(func, target_json: str | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -307,35 +304,44 @@ def dataset_features(ds, records=None, jobs: int | None = None, progress: bool =
                       np.zeros((0, N_DEVICE)))
 
 
-def _compute(todo, task_scripts, jobs, progress) -> dict[str, tuple]:
+def map_chunks(fn, chunks: list[tuple], on_done, jobs: int | None, progress: bool, label: str) -> None:
+    """Call `fn(rows, task_scripts)` for each (rows, task_scripts) of `chunks` in `jobs` spawned processes (in this
+    one for jobs=1) and hand each result to `on_done(i, result)` (i: the chunk's index) as it finishes, so that a
+    kill loses only the chunks in flight; a rich bar counts rows."""
+    import multiprocessing as mp
+
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    jobs = min(jobs or os.cpu_count() or 1, len(todo))  # a process per partition at most
-    total = sum(len(rs) for _, rs, _ in todo)
-    found: dict[str, tuple] = {}
-    chunks = []  # (cache path, rows, task scripts): one per partition, each cached when done
-    old = {cache: rows for cache, _, rows in todo}  # rows its cache file already holds
-    for cache, rs, _ in todo:
-        needed = {r["workload_key"]: task_scripts.get(r["workload_key"], "") for r in rs}
-        chunks.append((cache, rs, {k: v for k, v in needed.items() if v}))
-    with Progress(TextColumn("features"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+    jobs = max(1, min(jobs or os.cpu_count() or 1, len(chunks)))
+    with Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                   disable=not progress, transient=True) as bar:
-        t = bar.add_task("features", total=total)
-        if jobs <= 1:
-            for cache, rs, ts in chunks:
-                rows = _compute_partition(rs, ts)
-                _write_cache(cache, old[cache] + rows)
-                found.update({r[0]: r[1:] for r in rows})
-                bar.advance(t, len(rs))
-            return found
-        import multiprocessing as mp
-
+        t = bar.add_task(label, total=sum(len(c[0]) for c in chunks))
+        if jobs == 1:
+            for i, (rows, scripts) in enumerate(chunks):
+                on_done(i, fn(rows, scripts))
+                bar.advance(t, len(rows))
+            return
         with ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn")) as pool:
-            futs = {pool.submit(_compute_partition, rs, ts): (cache, len(rs)) for cache, rs, ts in chunks}
+            futs = {pool.submit(fn, rows, scripts): i for i, (rows, scripts) in enumerate(chunks)}
             for f in as_completed(futs):
-                cache, n = futs[f]
-                rows = f.result()
-                _write_cache(cache, old[cache] + rows)
-                found.update({r[0]: r[1:] for r in rows})
-                bar.advance(t, n)
+                on_done(futs[f], f.result())
+                bar.advance(t, len(chunks[futs[f]][0]))
+
+
+def scripts_of(rows: list[dict], task_scripts: dict[str, str]) -> dict[str, str]:
+    """The task scripts `rows` need (a worker process gets only those)."""
+    return {r["workload_key"]: task_scripts[r["workload_key"]] for r in rows if task_scripts.get(r["workload_key"])}
+
+
+def _compute(todo, task_scripts, jobs, progress) -> dict[str, tuple]:
+    """Feature rows of `todo` (cache file, rows to compute, rows it already has), a process per partition."""
+    found: dict[str, tuple] = {}
+
+    def done(i, rows):
+        cache, _, old = todo[i]
+        _write_cache(cache, old + rows)
+        found.update({r[0]: r[1:] for r in rows})
+
+    map_chunks(_compute_partition, [(rs, scripts_of(rs, task_scripts)) for _, rs, _ in todo], done, jobs, progress,
+               "features")
     return found
