@@ -1,9 +1,10 @@
 """Cross-device adaptation, leave one device out (CDMPP §7.3-7.4, Pruner §2.5, Moses §3.3).
 
-    python bench/cross_device.py [--data DIR] [--targets KEY,...] [--ks 5,10,20,50] [--methods cmd,finetune,mtl,lottery]
-                                 [--random-seeds 5] [--programs-per-task 8] [--param KEY=VALUE ...] [--adapt-param KEY=VALUE ...]
-                                 [--json FILE]
-                                 [--plot FILE]
+    python bench/cross_device.py [--data DIR] [--targets KEY,...] [--ks 5,10,20,50]
+                                 [--methods cmd,finetune,mtl,lottery] [--random-seeds 5] [--programs-per-task 8]
+                                 [--param KEY=VALUE ...] [--adapt-param KEY=VALUE ...] [--json FILE] [--plot FILE]
+
+`--param use_asm=true` gives the cdmpp the programs' assembly features (`perfcast data features --asm` first).
 
 For each target device of the dataset (a device key: `local:mcpu=x86-64,threads=1@AMD EPYC/znver3`, ...): a `cdmpp`
 model is trained on every *other* device's records (split `by_device`), scored on all the target's records (no
@@ -49,14 +50,14 @@ def main() -> None:
     from perfcast.devices.base import DeviceSpec
     from perfcast.eval.workflow import load_data, train
 
-    ds, df, X = load_data(a.data, progress=False)
+    params = _parse_params(a.param)
+    ds, df, X = load_data(a.data, progress=False, asm=bool(params.get("use_asm")))  # --param use_asm=true
     y = df["latency_s"].to_numpy()
     keys = df["device_key"].to_numpy()
     tasks_per_dev = df.groupby("device_key")["workload_key"].nunique()
     targets = a.targets.split(",") if a.targets else sorted(tasks_per_dev[tasks_per_dev >= 100].index)
     ks = [int(k) for k in a.ks.split(",")]
     methods = a.methods.split(",")
-    params = _parse_params(a.param)
     aparams = _parse_params(a.adapt_param)
     out = {"targets": {}, "ks": ks, "methods": methods, "random_seeds": a.random_seeds}
     print(f"{len(df)} records, devices: " + ", ".join(f"{k} ({n} tasks)" for k, n in tasks_per_dev.items()))

@@ -99,6 +99,30 @@ def test_every_method_fits_the_target_and_leaves_the_base_alone(method, two_cpus
     np.testing.assert_allclose(load_model(tmp_path / "m").predict(X.take(tgt)), m.predict(X.take(tgt)), rtol=1e-5)
 
 
+@pytest.mark.parametrize("method", ["cmd", "lottery"])
+def test_a_model_on_assembly_features_adapts(method, two_cpus, mlp_dataset):
+    """cdmpp reading the assembly features (`use_asm`): adapting keeps its asm standardizer (the source's) and
+    learns the target like the model without them."""
+    from perfcast.data.store import Dataset
+    from perfcast.features.asm_cache import dataset_asm
+    from perfcast.models import get_model
+
+    _, X, y, src, tgt = two_cpus
+    data, df = mlp_dataset
+    X.asm = dataset_asm(Dataset(data), df, jobs=1, progress=False)
+    try:
+        base = get_model("cdmpp", use_asm=True, **SMALL_CDMPP).fit(X.take(src), y[src])
+        m = get_method(method, epochs=30, val_frac=0.0, seed=0).adapt(base, X.take(tgt), y[tgt], X.take(src), y[src])
+        err0, err1 = (np.mean(np.abs(p - y[tgt]) / y[tgt]) for p in (base.predict(X.take(tgt)), m.predict(X.take(tgt))))
+        assert err0 > 0.15 and err1 < 0.7 * err0, (method, err0, err1)
+        np.testing.assert_array_equal(m.asm_norm_.mean_, base.asm_norm_.mean_)
+        X.asm = None
+        with pytest.raises(PerfcastError, match="assembly"):
+            m.predict(X.take(tgt))
+    finally:
+        X.asm = None
+
+
 def test_an_ensemble_adapts_each_member(two_cpus, tmp_path):
     """Adapting an ensemble (cdmpp + an mlp regressing latency per unit of work) = adapting each member alone."""
     from perfcast.models import get_model, load_model
