@@ -100,6 +100,8 @@ class ProgramFeatures:
 
 # ---- one program ----------------------------------------------------------------------------------------------
 _CA, _AN = CompactASTExtractor(), AnalyticExtractor(log=True)
+
+
 @functools.cache
 def _per_store(target_json: str | None) -> PerStoreExtractor:
     """One extractor per target (building one creates a TVM target)."""
