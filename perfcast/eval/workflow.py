@@ -28,7 +28,7 @@ SEARCHED_WEIGHT = 1.0
 
 def open_records(data=None, device: str | None = None, min_protocol: int = 0):
     """(dataset, records DataFrame) of the ok records of `data` (default: bundled), of `device` only when given;
-    no such records is an error that names the fix."""
+    no such records is an error that names the fix (`records_frame` says it for a device)."""
     from ..data.frame import records_frame
     from ..data.store import Dataset
 
@@ -36,10 +36,8 @@ def open_records(data=None, device: str | None = None, min_protocol: int = 0):
     df = records_frame(ds, device=device, min_protocol=min_protocol)
     if df.empty:
         more = f" of protocol >= {min_protocol}" if min_protocol else ""
-        more += f" of device {device!r}" if device else ""
-        fix = ("see `perfcast data summary DIR` for its devices" if device
-               else "collect some with `perfcast collect --out DIR`")
-        raise PerfcastError(f"{str(ds.root)!r} has no ok records{more}; {fix}")
+        raise PerfcastError(f"{str(ds.root)!r} has no ok records{more}; collect some with "
+                            "`perfcast collect --out DIR`")
     return ds, df
 
 
