@@ -660,6 +660,19 @@ def test_asm_features_refuse_a_device_that_is_not_x86(vec_axpb, device, what):
         check_x86_target(ok, "local")
 
 
+def test_asm_features_refuse_local_on_a_host_that_is_not_x86(monkeypatch):
+    """`local`'s target names no mtriple: it builds for the host's triple, so on an ARM host it is refused."""
+    import tvm
+
+    from perfcast.features.asm import check_x86_target
+
+    monkeypatch.setattr(tvm.target.codegen, "llvm_get_system_triple", lambda: "aarch64-unknown-linux-gnu")
+    for target in (None, '{"kind": "llvm", "mcpu": "neoverse-n1", "num-cores": 2}'):
+        with pytest.raises(PerfcastError, match="device 'local' compiles for llvm -mtriple=aarch64-unknown-linux-gnu"):
+            check_x86_target(target, "local")
+    check_x86_target('{"kind": "llvm", "mtriple": "x86_64-linux-gnu"}', "local")  # a named x86 triple still builds
+
+
 def test_cli_data_features_caches_then_resumes(mlp_dataset, tmp_path):
     """`perfcast data features --asm`: every record's features and assembly features cached beside the dataset (the
     assembly rows equal a direct build of the record's program); a second run builds nothing; a device with no

@@ -186,13 +186,16 @@ def program_asm(func, target) -> str:
 
 def check_x86_target(target_json: str | None, device_id: str) -> None:
     """A one-line error unless `target_json` (None: this machine) is an LLVM x86 target: the asm features read
-    x86 assembly only."""
+    x86 assembly only. A target that names no `mtriple` (as `local`'s never does) builds for this machine's."""
+    import tvm
+
     from ..errors import PerfcastError
 
     target = json.loads(target_json) if target_json else {}
-    triple = str(target.get("mtriple", "x86_64"))
-    if target and (target.get("kind") != "llvm" or not triple.startswith(("x86_64", "i686", "i386"))):
-        what = f"llvm -mtriple={triple}" if target.get("kind") == "llvm" else str(target.get("kind"))
+    triple = str(target.get("mtriple") or tvm.target.codegen.llvm_get_system_triple())
+    kind = target.get("kind", "llvm")
+    if kind != "llvm" or not triple.startswith(("x86_64", "i686", "i386")):
+        what = f"llvm -mtriple={triple}" if kind == "llvm" else str(kind)
         raise PerfcastError(f"device {device_id!r} compiles for {what}, but the model reads x86 assembly features; "
                             "use a model whose tree models have features other than program_asm")
 
