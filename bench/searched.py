@@ -86,17 +86,18 @@ def main() -> None:
     ap.add_argument("--baseline", default=None, help="a second model directory scored beside it")
     ap.add_argument("--device", default="local", help="device the databases were measured on")
     ap.add_argument("--selection-sigma", type=float, default=None, help="sigma of the fastest-of prediction "
-                    "(default: perfcast's, `perfcast.e2e.selection.SELECTION_SIGMA`)")
+                    "(default: each model's fitted one, `perfcast.e2e.selection.model_sigma`)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
 
-    from perfcast.e2e.selection import SELECTION_SIGMA, check_sigma
+    from perfcast.e2e.selection import check_sigma, model_sigma
     from perfcast.models import load_model
 
-    sigma = check_sigma(SELECTION_SIGMA if a.selection_sigma is None else a.selection_sigma)
     models = {"model": load_model(a.model)}
     if a.baseline:
         models["baseline"] = load_model(a.baseline)
+    sigma = {k: model_sigma(m) if a.selection_sigma is None else check_sigma(a.selection_sigma)
+             for k, m in models.items()}
     out = {}
     for net in [n for n in a.networks.split(",") if n]:
         db = os.path.join(a.tuned_dir, net)
@@ -104,7 +105,8 @@ def main() -> None:
             raise SystemExit(f"no tuning database {db!r}; write one with `perfcast tune {net} --out {db}` "
                              "(or run bench/e2e.py --schedules tuned)")
         X, y, task = load_database(db, a.device, asm=any(m.needs_asm for m in models.values()))
-        out[net] = {k: score(m.predict(X), y, task, sigma) for k, m in models.items()}
+        out[net] = {k: {**score(m.predict(X), y, task, sigma[k]), "selection_sigma": sigma[k]}
+                    for k, m in models.items()}
     if a.json:
         print(json.dumps(out, indent=1))
         return
@@ -115,7 +117,8 @@ def main() -> None:
             ranks = " ".join("  -  " if v is None else f"{v:5.2f}" for v in s["ratio_by_measured_rank"])
             print(f"{net:13s} {k:8s} {s['records']:5d} rec {s['tasks']:3d} tasks  MAPE {s['mape']:6.1%}  median "
                   f"{s['median_ratio']:.2f}  best: median {s['best_median_ratio']:.2f} time-weighted "
-                  f"{s['best_time_weighted_ratio']:.2f} (fastest-of {s['best_selected_time_weighted_ratio']:.2f})  "
+                  f"{s['best_time_weighted_ratio']:.2f} (fastest-of, sigma {s['selection_sigma']:g}: "
+                  f"{s['best_selected_time_weighted_ratio']:.2f})  "
                   f"by rank {ranks}  regret {s['regret']:.2f}")
 
 

@@ -229,9 +229,10 @@ def test_tuned_kernels_are_predicted_as_the_fastest_of_their_search(mlp_tuned_db
     from perfcast._tvm.util import main_func
     from perfcast.e2e import predict_network
     from perfcast.e2e.predict import lower_network
-    from perfcast.e2e.selection import fastest_of, search_candidates
+    from perfcast.e2e.selection import fastest_of, model_sigma, search_candidates
     from perfcast.devices import get_device
     from perfcast.eval.workflow import predict_programs
+    from perfcast.models import load_model
 
     spec = f"tuned:{mlp_tuned_db}"
     sel = predict_network("mlp", schedules=spec, context=False)
@@ -239,7 +240,8 @@ def test_tuned_kernels_are_predicted_as_the_fastest_of_their_search(mlp_tuned_db
     cands = search_candidates(str(mlp_tuned_db))
     low = lower_network("mlp", 1, get_device("local"), spec)
     assert kept["selection"] == {"sigma": 0.0, "kernels": 0, "kept_predicted_s": kept["predicted_s"]}
-    assert sel["selection"]["sigma"] == 0.2 and sel["selection"]["kernels"] == sum(len(c) > 1 for c in cands.values())
+    sigma = model_sigma(load_model())  # the bundled model's fitted one
+    assert sel["selection"]["sigma"] == sigma and sel["selection"]["kernels"] == sum(len(c) > 1 for c in cands.values())
     assert sel["selection"]["kernels"] >= 1
     assert sel["selection"]["kept_predicted_s"] == pytest.approx(kept["predicted_s"], rel=1e-9)
     by_key = {k["workload_key"]: k for k in kept["kernels"]}
@@ -254,11 +256,60 @@ def test_tuned_kernels_are_predicted_as_the_fastest_of_their_search(mlp_tuned_db
         assert any(tvm_equal(main_func(x), main_func(low.programs[k["workload_key"]])) for x in c)
         p = predict_programs(c)
         assert k["candidates"] == len(c) and k["kept_predicted_s"] == pytest.approx(own, rel=1e-6)
-        assert k["predicted_s"] == pytest.approx(fastest_of(p, 0.2), rel=1e-6)
+        assert k["predicted_s"] == pytest.approx(fastest_of(p, sigma), rel=1e-6)
         assert k["predicted_s"] < p.min() <= own * (1 + 1e-6)  # batch vs single prediction: float noise
     assert sel["predicted_s"] < kept["predicted_s"]
     with pytest.raises(PerfcastError, match=re.escape("selection sigma -0.1 must be between 0 and 2")):
         predict_network("mlp", schedules=spec, selection_sigma=-0.1)
+
+
+def test_selection_sigma_is_fitted_stored_in_the_model_and_used(mlp_tuned_db, tmp_path):
+    """`fit_sigma` on tuned kernels whose times alone are, by construction, the fastest-of predictions with sigma
+    0.1 recovers 0.1 (ratio 1 there; the kept programs' ratio by hand); `save_sigma` stores it in the model's
+    model.json without touching its learned state, and `perfcast predict` then uses it."""
+    import shutil
+
+    import numpy as np
+
+    from perfcast import paths
+    from perfcast.devices import get_device
+    from perfcast.e2e import predict_network
+    from perfcast.e2e.predict import lower_network
+    from perfcast.e2e.selection import candidate_predictions, fastest_of, fit_sigma, model_sigma, save_sigma
+    from perfcast.features.cache import features_of_programs
+    from perfcast.models import load_model
+
+    spec, sched = get_device("local"), f"tuned:{mlp_tuned_db}"
+    model = load_model()
+    low = lower_network("mlp", 1, spec, sched)
+    keys = list(low.programs)
+    own = model.predict(features_of_programs([low.programs[k] for k in keys], spec))
+    cand = candidate_predictions(keys, str(mlp_tuned_db), spec, model)
+    assert 1 <= len(cand) <= len(keys)
+    alone = np.array([fastest_of(cand[k], 0.1) if k in cand else own[i] for i, k in enumerate(keys)])
+    calls = np.arange(1, len(keys) + 1)
+    rows = [{"network": "mlp", "schedules": sched, "kernel": k, "workload_key": k, "calls": int(c),
+             "isolated_s": float(t), "in_network_s": float(t), "io_bytes": 0} for k, c, t in zip(keys, calls, alone)]
+    best, out = fit_sigma(rows, ["mlp"], model, spec, sigmas=(0.0, 0.1, 0.2))
+    assert best == 0.1 and out["mlp"][0.1] == pytest.approx(1.0, rel=1e-9)
+    assert out["mlp"]["kept"] == pytest.approx((calls * own).sum() / (calls * alone).sum(), rel=1e-6)
+    assert out["mlp"][0.2] < out["mlp"][0.1] < out["mlp"][0.0] <= out["mlp"]["kept"] * (1 + 1e-6)  # batch float noise
+    assert out["mlp"]["tuned_kernels"] == len(cand) and out["mlp"]["kernels"] == len(keys)
+    with pytest.raises(PerfcastError, match="the samples have no tuned kernels of 'resnet18'; measure them with "
+                                            r"`perfcast context resnet18@tuned:DB"):
+        fit_sigma(rows, ["resnet18"], model, spec)
+
+    d = shutil.copytree(paths.bundled_model_dir(), tmp_path / "m")
+    save_sigma(d, best, ["mlp"], "local@test")
+    again = load_model(d)
+    assert model_sigma(again) == 0.1 and again.info_["selection"] == {"sigma": 0.1, "networks": ["mlp"],
+                                                                        "device": "local@test"}
+    assert again.info_["members"] == model.info_["members"]  # the rest of model.json as it was
+    np.testing.assert_array_equal(again.predict(features_of_programs(list(low.programs.values()), spec)),
+                                  model.predict(features_of_programs(list(low.programs.values()), spec)))
+    assert predict_network("mlp", schedules=sched, context=False, model=str(d))["selection"]["sigma"] == 0.1
+    with pytest.raises(PerfcastError, match=re.escape("selection sigma 3.0 must be between 0 and 2")):
+        save_sigma(d, 3.0, ["mlp"], "local@test")
 
 
 def tvm_equal(a, b) -> bool:

@@ -647,15 +647,36 @@ def test_dataset_asm_cache_builds_once_then_reads(tmp_path, monkeypatch):
         asm_cache.dataset_asm(ds, gone, jobs=1, progress=False)
 
 
+def test_many_programs_build_their_assembly_over_the_cores(progs, vec_axpb, monkeypatch):
+    """`programs_asm` from `PARALLEL_MIN` programs on: worker processes, each program passed as its TVMScript text;
+    the same rows, in the same order, as building them in this process."""
+    from perfcast.features import asm_cache
+
+    target = '{"kind": "llvm", "mcpu": "haswell", "num-cores": 2}'
+    programs = [vec_axpb, progs["mm"], vec_axpb, progs["ew"]]
+    here = asm_cache.programs_asm(programs, target, jobs=1)
+    monkeypatch.setattr(asm_cache, "PARALLEL_MIN", 2)
+    np.testing.assert_array_equal(asm_cache.programs_asm(programs, target, jobs=2), here)
+    assert here.shape == (4, asm_cache.N_ASM) and not np.isnan(here).any()
+    assert not np.array_equal(here[0], here[1]) and np.array_equal(here[0], here[2])  # order kept
+    assert asm_cache.programs_asm([], target).shape == (0, asm_cache.N_ASM)
+
+
 @pytest.mark.parametrize("device, what", [("a100", "cuda"), ("graviton2", "llvm -mtriple=aarch64-linux-gnu")])
 def test_asm_features_refuse_a_device_that_is_not_x86(vec_axpb, device, what):
-    from perfcast.features.asm import check_x86_target
+    from perfcast.devices import get_device
+    from perfcast.features.asm import check_x86_target, program_asm
+    from perfcast.features.asm_cache import asm_row
     from perfcast.features.cache import features_of_programs
 
     with pytest.raises(PerfcastError, match=f"device '{device}' compiles for {what}, but the model reads x86 "
                                             "assembly features; use a model whose tree models"):
         features_of_programs([vec_axpb], device, asm=True)
     assert features_of_programs([vec_axpb], device).asm is None  # the other features do not need x86
+    target = get_device(device).target_json  # a dataset's record of such a device: refused at the build itself,
+    with pytest.raises(PerfcastError, match=f"target '{what}' is not x86"):  # not its assembly counted as x86
+        program_asm(vec_axpb, target)
+    assert np.isnan(asm_row(vec_axpb, target)).all()  # so the cache stores it as missing
     for ok in (None, '{"kind": "llvm", "mcpu": "haswell"}', '{"kind": "llvm", "mtriple": "x86_64-linux-gnu"}'):
         check_x86_target(ok, "local")
 

@@ -39,7 +39,8 @@ def predict(
                                 "context`); none: sum the kernels' times alone; or a context file"),
     selection_sigma: Optional[float] = typer.Option(None, help="tuned:DB only: predict each tuned kernel as the "
                                                     "fastest of the candidates the search measured, with this "
-                                                    f"log-normal model error (default {SELECTION_SIGMA}; 0: the kept "
+                                                    "log-normal model error (default: the model's fitted sigma, "
+                                                    f"else {SELECTION_SIGMA}; 0: the kept "
                                                     "program alone, which the search's choice biases high)"),
     input_shape: Optional[str] = typer.Option(None, help="shapes of dynamic ONNX inputs, NAME:1x3x224x224"),
     top: int = typer.Option(15, help="kernels to show in the table"),

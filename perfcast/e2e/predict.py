@@ -42,22 +42,23 @@ def predict_network(network: str, batch_size: int = 1, device: str = "local", mo
     (`perfcast.e2e.context`: kernels run slower inside a network than alone, as the model's records timed them),
     a path applies that context file's fit, False none. The sum of the isolated predictions is kept as
     `isolated_predicted_s`, and `context` says which fit was applied (None: none).
-    `selection_sigma` (tuned:DB only; default `selection.SELECTION_SIGMA`, 0: off): each tuned kernel is predicted
-    as the fastest of the candidates the search measured (`perfcast.e2e.selection`: the search kept the candidate
-    that measured fastest, so the model's prediction of it alone is biased high); each such kernel keeps the
-    prediction of the kept program alone (isolated, calibrated) as `kept_predicted_s` and its number of candidates
-    as `candidates`; `selection` gives sigma, the kernels corrected and the network's prediction without the
-    correction (`kept_predicted_s`)."""
+    `selection_sigma` (tuned:DB only; default the model's fitted one, `selection.model_sigma`; 0: off): each tuned
+    kernel is predicted as the fastest of the candidates the search measured (`perfcast.e2e.selection`: the search
+    kept the candidate that measured fastest, so the model's prediction of it alone is biased high); each such
+    kernel keeps the prediction of the kept program alone (isolated, calibrated) as `kept_predicted_s` and its
+    number of candidates as `candidates`; `selection` gives sigma, the kernels corrected and the network's
+    prediction without the correction (`kept_predicted_s`)."""
     from ..devices import get_device
     from ..features.cache import features_of_programs
     from ..models import load_model
     from .replayer import Kernel, replay
     from .schedules import parse_schedules
 
-    from .selection import SELECTION_SIGMA, check_sigma
+    from .selection import check_sigma, model_sigma
 
     sched_kind, db_dir = parse_schedules(schedules)  # a bad value fails before any work
-    sigma = check_sigma(SELECTION_SIGMA if selection_sigma is None else selection_sigma)
+    if selection_sigma is not None:
+        check_sigma(selection_sigma)
     if speed_ratio is not None:
         from ..collect.calibrate import check_ratio
 
@@ -70,6 +71,7 @@ def predict_network(network: str, batch_size: int = 1, device: str = "local", mo
     spec = get_device(device)
     fit = _context_fit(spec, context)  # a bad context file fails before any work
     m = model if hasattr(model, "predict") else load_model(model)
+    sigma = model_sigma(m) if selection_sigma is None else check_sigma(selection_sigma)
     t0 = time.time()
     low = lower_network(network, batch_size, spec, schedules, input_shape)
     t_lower = time.time() - t0

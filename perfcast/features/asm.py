@@ -172,10 +172,32 @@ def asm_figures(asm: str, flops: float) -> dict[str, float]:
             "est_executed_mem": passes * inner_mem}
 
 
-def program_asm(func, target) -> str:
-    """The x86 assembly `tvm.build` makes of a PrimFunc for `target` (a Target, its dict or JSON text)."""
+def not_x86(target) -> str | None:
+    """What `target` (a Target, its dict or JSON text; None: this machine) compiles for when that is not LLVM x86
+    (`"cuda"`, `"llvm -mtriple=aarch64-linux-gnu"`), else None. A target that names no `mtriple` (as `local`'s never
+    does) builds for this machine's triple. The one x86 test of `program_asm` and `check_x86_target`."""
     import tvm
 
+    if isinstance(target, tvm.target.Target):
+        target = target.export()
+    target = json.loads(target) if isinstance(target, str) else dict(target or {})
+    triple = str(target.get("mtriple") or tvm.target.codegen.llvm_get_system_triple())
+    kind = str(target.get("kind", "llvm"))
+    if kind == "llvm" and triple.startswith(("x86_64", "i686", "i386")):
+        return None
+    return f"llvm -mtriple={triple}" if kind == "llvm" else kind
+
+
+def program_asm(func, target) -> str:
+    """The x86 assembly `tvm.build` makes of a PrimFunc for `target` (a Target, its dict or JSON text); a
+    PerfcastError for a target that is not x86 (its assembly would be counted as if it were)."""
+    import tvm
+
+    from ..errors import PerfcastError
+
+    what = not_x86(target)
+    if what is not None:
+        raise PerfcastError(f"the asm features read x86 assembly, and target {what!r} is not x86")
     if isinstance(target, str):
         target = json.loads(target)
     with warnings.catch_warnings():  # tvm.build's deprecation note; it is the build the collector times
@@ -185,17 +207,12 @@ def program_asm(func, target) -> str:
 
 
 def check_x86_target(target_json: str | None, device_id: str) -> None:
-    """A one-line error unless `target_json` (None: this machine) is an LLVM x86 target: the asm features read
-    x86 assembly only. A target that names no `mtriple` (as `local`'s never does) builds for this machine's."""
-    import tvm
-
+    """A one-line error unless `target_json` (None: this machine) is an LLVM x86 target (`not_x86`), before any
+    program is built for a model that reads the asm features."""
     from ..errors import PerfcastError
 
-    target = json.loads(target_json) if target_json else {}
-    triple = str(target.get("mtriple") or tvm.target.codegen.llvm_get_system_triple())
-    kind = target.get("kind", "llvm")
-    if kind != "llvm" or not triple.startswith(("x86_64", "i686", "i386")):
-        what = f"llvm -mtriple={triple}" if kind == "llvm" else str(kind)
+    what = not_x86(target_json)
+    if what is not None:
         raise PerfcastError(f"device {device_id!r} compiles for {what}, but the model reads x86 assembly features; "
                             "use a model whose tree models have features other than program_asm")
 

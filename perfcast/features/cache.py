@@ -121,7 +121,8 @@ def program_row(func, target_json: str | None = None) -> tuple[np.ndarray, np.nd
 def features_of_programs(programs, device="local", target_json: str | None = None,
                          asm: bool = False) -> ProgramFeatures:
     """Features of TIR programs (IRModules, PrimFuncs or TVMScript texts) to run on `device` (id or DeviceSpec);
-    with `asm`, also their assembly's (each program built for the device's target, ~0.15 s each)."""
+    with `asm`, also their assembly's (each program built for the device's target, ~0.25 s each; many programs are
+    built over the cores, `asm_cache.programs_asm`)."""
     from ..devices import DeviceSpec, get_device
 
     spec = device if isinstance(device, DeviceSpec) else get_device(str(device))
@@ -132,10 +133,10 @@ def features_of_programs(programs, device="local", target_json: str | None = Non
     X = _from_rows(rows, dev)
     if asm:
         from .asm import check_x86_target
-        from .asm_cache import asm_row
+        from .asm_cache import programs_asm
 
         check_x86_target(target_json, spec.device_id)
-        X.asm = np.stack([asm_row(p, target_json) for p in programs]) if rows else np.zeros((0, N_ASM), np.float32)
+        X.asm = programs_asm(list(programs), target_json)
     return X
 
 

@@ -11,6 +11,7 @@ model's own weight files. `load_model(path)` checks the versions and says what t
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -196,3 +197,13 @@ def load_model(path=None) -> CostModel:
     if tag != FEATURE_TAG:
         model.feature_tag_, model.input_dims_ = tag, PRIOR_TAGS[tag]
     return model
+
+
+def update_model_info(path, key: str, value) -> None:
+    """Set `info[key] = value` in the saved model at `path` (a fitted figure that belongs to the model, e.g. its
+    selection sigma), leaving its learned state untouched; written to a temporary file, then renamed."""
+    p, meta = read_model_meta(path)
+    meta.setdefault("info", {})[key] = value
+    tmp = p / f"{MODEL_FILE}.tmp"
+    tmp.write_text(json.dumps(meta, indent=1))
+    os.replace(tmp, p / MODEL_FILE)
