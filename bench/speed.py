@@ -1,5 +1,6 @@
 """Speed of `cdmpp` and `xgb` on this machine: training throughput and the latency of predicting 512 programs; and
-the prediction latency of the bundled model (an ensemble of cdmpp, mlp and lgbm, loaded as shipped).
+the prediction latency of the bundled model (an ensemble of cdmpp, mlp and lgbm, loaded as shipped; from TIR that
+includes building each program for its assembly when the model reads it, over the cores).
 
     python bench/speed.py [--programs 512] [--epochs 5] [--json]
 
@@ -31,7 +32,8 @@ def main() -> None:
     from perfcast.features.cache import _task_module
     from perfcast.models import get_model, load_model
 
-    ds, df, X = load_data(None, progress=not a.json)
+    bundled = load_model()
+    ds, df, X = load_data(None, progress=not a.json, asm=bundled.needs_asm)  # the bundled model may read assembly
     sp = make_split(df, "by_network", 0, None)
     y = df["latency_s"].to_numpy()
     rng = np.random.default_rng(0)
@@ -65,7 +67,6 @@ def main() -> None:
                   f"{o['predict_ms_without_features']:8.1f} ms (features cached), "
                   f"{o['predict_ms_with_features']:8.1f} ms (from TIR, {o['features_ms_per_program']:.1f} ms/program "
                   "for features)", flush=True)
-    bundled = load_model()
     t_no, t_with = _predict_seconds(bundled, X.take(pick), programs)
     out["bundled"] = {"model": bundled.name, "predict_ms_without_features": t_no * 1e3,
                       "predict_ms_with_features": t_with * 1e3}

@@ -283,7 +283,7 @@ def test_selection_sigma_is_fitted_stored_in_the_model_and_used(mlp_tuned_db, tm
     model = load_model()
     low = lower_network("mlp", 1, spec, sched)
     keys = list(low.programs)
-    own = model.predict(features_of_programs([low.programs[k] for k in keys], spec))
+    own = model.predict(features_of_programs([low.programs[k] for k in keys], spec, asm=model.needs_asm))
     cand = candidate_predictions(keys, str(mlp_tuned_db), spec, model)
     assert 1 <= len(cand) <= len(keys)
     alone = np.array([fastest_of(cand[k], 0.1) if k in cand else own[i] for i, k in enumerate(keys)])
@@ -305,8 +305,8 @@ def test_selection_sigma_is_fitted_stored_in_the_model_and_used(mlp_tuned_db, tm
     assert model_sigma(again) == 0.1 and again.info_["selection"] == {"sigma": 0.1, "networks": ["mlp"],
                                                                         "device": "local@test"}
     assert again.info_["members"] == model.info_["members"]  # the rest of model.json as it was
-    np.testing.assert_array_equal(again.predict(features_of_programs(list(low.programs.values()), spec)),
-                                  model.predict(features_of_programs(list(low.programs.values()), spec)))
+    X = features_of_programs(list(low.programs.values()), spec, asm=model.needs_asm)
+    np.testing.assert_array_equal(again.predict(X), model.predict(X))
     assert predict_network("mlp", schedules=sched, context=False, model=str(d))["selection"]["sigma"] == 0.1
     with pytest.raises(PerfcastError, match=re.escape("selection sigma 3.0 must be between 0 and 2")):
         save_sigma(d, 3.0, ["mlp"], "local@test")

@@ -871,9 +871,10 @@ def test_rank_term_pairs_programs_of_one_task(mlp_data):
 
 
 def test_bundled_model_ships_three_members_within_the_size_limit():
-    """The bundled model is the default ensemble (cdmpp, mlp, lgbm on the program vector) with a residual stage
-    fitted to the MAPE (since 2026-11-27 22:31), its members gated by annotation region (since 2026-11-28 09:11;
-    untuned kernels lean on the tree), and stays <= 20 MB (issue 3: it ships in the package)."""
+    """The bundled model is the default ensemble (cdmpp, mlp, lgbm) with a residual stage fitted to the MAPE (since
+    2026-11-27 22:31), its members gated by annotation region (since 2026-11-28 09:11; untuned kernels lean on the
+    tree), every member and the residual reading the programs' assembly features (R7, since 2026-11-29 12:30), a
+    selection sigma fitted for it, and stays <= 20 MB (issue 3: it ships in the package)."""
     from perfcast import paths
 
     root = paths.bundled_model_dir()
@@ -881,8 +882,10 @@ def test_bundled_model_ships_three_members_within_the_size_limit():
     assert size <= 20 * 10**6, size
     m = load_model(root)
     assert [mm.name for mm in m.members_] == ["cdmpp", "mlp", "lgbm"]
-    assert m.members_[2].params["features"] == "program" and m.members_[2].params["target_scale"] == "work"
-    assert m.residual_.params["objective"] == "mape" and m.residual_.params["features"] == "program"
+    assert m.members_[0].params["use_asm"] and m.members_[0].params["use_analytic"] and m.members_[1].params["use_asm"]
+    assert m.members_[2].params["features"] == "program_asm" and m.members_[2].params["target_scale"] == "work"
+    assert m.residual_.params["objective"] == "mape" and m.residual_.params["features"] == "program_asm"
+    assert m.needs_asm and m.info_["selection"]["sigma"] == 0.05
     assert m.params["gate"] == "annotations" and m.params["members_from"] is None
     assert sorted(m.gate_) == [0, 1, 2, 3] and all(abs(sum(w) - 1) < 1e-9 for w in m.gate_.values())
     assert m.gate_[0][2] == max(m.gate_[0])  # default kernels (region 0): the tree member weighs most

@@ -175,7 +175,8 @@ def asm_figures(asm: str, flops: float) -> dict[str, float]:
 def not_x86(target) -> str | None:
     """What `target` (a Target, its dict or JSON text; None: this machine) compiles for when that is not LLVM x86
     (`"cuda"`, `"llvm -mtriple=aarch64-linux-gnu"`), else None. A target that names no `mtriple` (as `local`'s never
-    does) builds for this machine's triple. The one x86 test of `program_asm` and `check_x86_target`."""
+    does) builds for this machine's triple. The one x86 test: `program_asm` refuses such a target, and
+    `features_of_programs` gives its programs missing (NaN) asm features."""
     import tvm
 
     if isinstance(target, tvm.target.Target):
@@ -204,17 +205,6 @@ def program_asm(func, target) -> str:
         warnings.simplefilter("ignore", DeprecationWarning)
         lib = tvm.build(func, target=tvm.target.Target(target))
     return lib.inspect_source("asm")
-
-
-def check_x86_target(target_json: str | None, device_id: str) -> None:
-    """A one-line error unless `target_json` (None: this machine) is an LLVM x86 target (`not_x86`), before any
-    program is built for a model that reads the asm features."""
-    from ..errors import PerfcastError
-
-    what = not_x86(target_json)
-    if what is not None:
-        raise PerfcastError(f"device {device_id!r} compiles for {what}, but the model reads x86 assembly features; "
-                            "use a model whose tree models have features other than program_asm")
 
 
 @register
