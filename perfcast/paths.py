@@ -48,6 +48,13 @@ def cache_dir() -> Path:
     return p
 
 
+def program_asm_dir(tag: str) -> Path:
+    """Per-user cache of single programs' assembly features (`features.asm_cache.programs_asm`), by feature tag."""
+    p = cache_dir() / tag
+    p.mkdir(parents=True, exist_ok=True)
+    return p
+
+
 def marker(root: Path) -> Path:
     return Path(root) / MARKER
 

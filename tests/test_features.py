@@ -647,19 +647,30 @@ def test_dataset_asm_cache_builds_once_then_reads(tmp_path, monkeypatch):
         asm_cache.dataset_asm(ds, gone, jobs=1, progress=False)
 
 
-def test_many_programs_build_their_assembly_over_the_cores(progs, vec_axpb, monkeypatch):
-    """`programs_asm` from `PARALLEL_MIN` programs on: worker processes, each program passed as its TVMScript text;
-    the same rows, in the same order, as building them in this process."""
+def test_many_programs_build_their_assembly_over_the_cores_once(progs, vec_axpb, monkeypatch, tmp_path):
+    """`programs_asm`: from `PARALLEL_MIN` programs on, worker processes, each program passed as its TVMScript text
+    (the same rows, in the same order, as building them in this process); every row kept in the per-user cache, so
+    a program asked again is read, not built; a failed build is not kept."""
     from perfcast.features import asm_cache
 
     target = '{"kind": "llvm", "mcpu": "haswell", "num-cores": 2}'
     programs = [vec_axpb, progs["mm"], vec_axpb, progs["ew"]]
+    monkeypatch.setenv("PERFCAST_CACHE", str(tmp_path / "a"))
     here = asm_cache.programs_asm(programs, target, jobs=1)
+    assert len(list((tmp_path / "a" / asm_cache.ASM_TAG).glob("*.npy"))) == 3  # three distinct programs
+    monkeypatch.setenv("PERFCAST_CACHE", str(tmp_path / "b"))
     monkeypatch.setattr(asm_cache, "PARALLEL_MIN", 2)
     np.testing.assert_array_equal(asm_cache.programs_asm(programs, target, jobs=2), here)
     assert here.shape == (4, asm_cache.N_ASM) and not np.isnan(here).any()
     assert not np.array_equal(here[0], here[1]) and np.array_equal(here[0], here[2])  # order kept
+    monkeypatch.setattr(asm_cache, "asm_row", lambda *a: pytest.fail("built again instead of read from the cache"))
+    np.testing.assert_array_equal(asm_cache.programs_asm(programs[::-1], target), here[::-1])
     assert asm_cache.programs_asm([], target).shape == (0, asm_cache.N_ASM)
+    monkeypatch.undo()
+    monkeypatch.setenv("PERFCAST_CACHE", str(tmp_path / "c"))
+    arm = '{"kind": "llvm", "mtriple": "aarch64-linux-gnu"}'  # refused by program_asm: NaN, and not cached
+    assert np.isnan(asm_cache.programs_asm([vec_axpb], arm)).all()
+    assert not list((tmp_path / "c" / asm_cache.ASM_TAG).glob("*.npy"))
 
 
 @pytest.mark.parametrize("device, what", [("a100", "cuda"), ("graviton2", "llvm -mtriple=aarch64-linux-gnu")])

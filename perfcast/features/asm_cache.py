@@ -47,22 +47,39 @@ def _texts_chunk(texts: list[str], target_json: str | None) -> list[np.ndarray]:
 
 
 def programs_asm(programs, target_json: str | None, jobs: int | None = None, progress: bool = False) -> np.ndarray:
-    """(len(programs), N_ASM) float32 asm features of TIR programs built for `target_json`, row-aligned. From
-    `PARALLEL_MIN` programs on (a tuned network's search candidates: ~2,000 builds of ~0.25 s), the builds run in
-    `jobs` processes (default: every core), each program passed as its TVMScript text."""
+    """(len(programs), N_ASM) float32 asm features of TIR programs built for `target_json`, row-aligned.
+
+    Each program's row is kept in a per-user cache (`paths.program_asm_dir`, one .npy per program text and target),
+    so a program predicted again (a network's kernels, a search's candidates) is not built again. From
+    `PARALLEL_MIN` programs to build on (a tuned network's search candidates: ~2,000 builds of ~0.25 s), the builds
+    run in `jobs` processes (default: every core), each program passed as its TVMScript text."""
+    from .. import paths
     from .base import as_primfunc
     from .cache import map_chunks
 
     if len(programs) == 0:
         return np.zeros((0, N_ASM), np.float32)
-    if len(programs) < PARALLEL_MIN or jobs == 1:
-        return np.stack([asm_row(p, target_json) for p in programs])
     texts = [p if isinstance(p, str) else as_primfunc(p).script() for p in programs]
-    size = -(-len(texts) // (4 * (jobs or os.cpu_count() or 1)))  # ~4 chunks a worker: an even finish
-    chunks = [(texts[i:i + size], target_json) for i in range(0, len(texts), size)]
-    got: dict[int, list] = {}
-    map_chunks(_texts_chunk, chunks, got.__setitem__, jobs, progress, "asm features")
-    return np.stack([row for i in range(len(chunks)) for row in got[i]])
+    root = paths.program_asm_dir(ASM_TAG)
+    files = [root / (hashlib.sha1(f"{target_json or ''}\n{t}".encode()).hexdigest() + ".npy") for t in texts]
+    rows: list = [np.load(f, allow_pickle=False) if f.exists() else None for f in files]
+    todo = [i for i, r in enumerate(rows) if r is None]
+    if len(todo) < PARALLEL_MIN or jobs == 1:
+        built = [asm_row(texts[i], target_json) for i in todo]
+    else:
+        size = -(-len(todo) // (4 * (jobs or os.cpu_count() or 1)))  # ~4 chunks a worker: an even finish
+        chunks = [([texts[i] for i in todo[k:k + size]], target_json) for k in range(0, len(todo), size)]
+        got: dict[int, list] = {}
+        map_chunks(_texts_chunk, chunks, got.__setitem__, jobs, progress, "asm features")
+        built = [row for k in range(len(chunks)) for row in got[k]]
+    for i, row in zip(todo, built):
+        rows[i] = row
+        if not np.isnan(row).all():  # a failed build is not remembered: the next call tries again
+            tmp = files[i].with_suffix(f".{os.getpid()}.tmp")
+            with open(tmp, "wb") as fh:
+                np.save(fh, row, allow_pickle=False)
+            os.replace(tmp, files[i])
+    return np.stack(rows).astype(np.float32)
 
 
 def _chunk(rows: list[dict], task_scripts: dict[str, str]) -> list[tuple[str, np.ndarray]]:
