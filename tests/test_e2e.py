@@ -257,15 +257,16 @@ def test_tuned_kernels_are_predicted_as_the_fastest_of_their_search(mlp_tuned_db
         p = predict_programs(c)
         assert k["candidates"] == len(c) and k["kept_predicted_s"] == pytest.approx(own, rel=1e-6)
         assert k["predicted_s"] == pytest.approx(fastest_of(p, sigma), rel=1e-6)
-        assert k["predicted_s"] < p.min() <= own * (1 + 1e-6)  # batch vs single prediction: float noise
-    assert sel["predicted_s"] < kept["predicted_s"]
+        # at or below the best prediction (equal to float noise when the fastest candidate is many sigma ahead)
+        assert k["predicted_s"] <= p.min() * (1 + 1e-9) and p.min() <= own * (1 + 1e-6)  # batch vs single: noise
+    assert sel["predicted_s"] <= kept["predicted_s"] * (1 + 1e-9)
     with pytest.raises(PerfcastError, match=re.escape("selection sigma -0.1 must be between 0 and 2")):
         predict_network("mlp", schedules=spec, selection_sigma=-0.1)
 
 
 def test_selection_sigma_is_fitted_stored_in_the_model_and_used(mlp_tuned_db, tmp_path):
     """`fit_sigma` on tuned kernels whose times alone are, by construction, the fastest-of predictions with sigma
-    0.1 recovers 0.1 (ratio 1 there; the kept programs' ratio by hand); `save_sigma` stores it in the model's
+    0.3 recovers 0.3 (ratio 1 there; the kept programs' ratio by hand); `save_sigma` stores it in the model's
     model.json without touching its learned state, and `perfcast predict` then uses it."""
     import shutil
 
@@ -286,14 +287,14 @@ def test_selection_sigma_is_fitted_stored_in_the_model_and_used(mlp_tuned_db, tm
     own = model.predict(features_of_programs([low.programs[k] for k in keys], spec, asm=model.needs_asm))
     cand = candidate_predictions(keys, str(mlp_tuned_db), spec, model)
     assert 1 <= len(cand) <= len(keys)
-    alone = np.array([fastest_of(cand[k], 0.1) if k in cand else own[i] for i, k in enumerate(keys)])
+    alone = np.array([fastest_of(cand[k], 0.3) if k in cand else own[i] for i, k in enumerate(keys)])
     calls = np.arange(1, len(keys) + 1)
     rows = [{"network": "mlp", "schedules": sched, "kernel": k, "workload_key": k, "calls": int(c),
              "isolated_s": float(t), "in_network_s": float(t), "io_bytes": 0} for k, c, t in zip(keys, calls, alone)]
-    best, out = fit_sigma(rows, ["mlp"], model, spec, sigmas=(0.0, 0.1, 0.2))
-    assert best == 0.1 and out["mlp"][0.1] == pytest.approx(1.0, rel=1e-9)
+    best, out = fit_sigma(rows, ["mlp"], model, spec, sigmas=(0.0, 0.3, 0.6))  # far apart: no tie in float
+    assert best == 0.3 and out["mlp"][0.3] == pytest.approx(1.0, rel=1e-9)
     assert out["mlp"]["kept"] == pytest.approx((calls * own).sum() / (calls * alone).sum(), rel=1e-6)
-    assert out["mlp"][0.2] < out["mlp"][0.1] < out["mlp"][0.0] <= out["mlp"]["kept"] * (1 + 1e-6)  # batch float noise
+    assert out["mlp"][0.6] < out["mlp"][0.3] < out["mlp"][0.0] <= out["mlp"]["kept"] * (1 + 1e-6)  # batch float noise
     assert out["mlp"]["tuned_kernels"] == len(cand) and out["mlp"]["kernels"] == len(keys)
     with pytest.raises(PerfcastError, match="the samples have no tuned kernels of 'resnet18'; measure them with "
                                             r"`perfcast context resnet18@tuned:DB"):
@@ -302,12 +303,12 @@ def test_selection_sigma_is_fitted_stored_in_the_model_and_used(mlp_tuned_db, tm
     d = shutil.copytree(paths.bundled_model_dir(), tmp_path / "m")
     save_sigma(d, best, ["mlp"], "local@test")
     again = load_model(d)
-    assert model_sigma(again) == 0.1 and again.info_["selection"] == {"sigma": 0.1, "networks": ["mlp"],
+    assert model_sigma(again) == 0.3 and again.info_["selection"] == {"sigma": 0.3, "networks": ["mlp"],
                                                                         "device": "local@test"}
     assert again.info_["members"] == model.info_["members"]  # the rest of model.json as it was
     X = features_of_programs(list(low.programs.values()), spec, asm=model.needs_asm)
     np.testing.assert_array_equal(again.predict(X), model.predict(X))
-    assert predict_network("mlp", schedules=sched, context=False, model=str(d))["selection"]["sigma"] == 0.1
+    assert predict_network("mlp", schedules=sched, context=False, model=str(d))["selection"]["sigma"] == 0.3
     with pytest.raises(PerfcastError, match=re.escape("selection sigma 3.0 must be between 0 and 2")):
         save_sigma(d, 3.0, ["mlp"], "local@test")
 
