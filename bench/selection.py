@@ -26,13 +26,15 @@ import math
 
 import numpy as np
 
+from perfcast.e2e.selection import SIGMA_GRID  # numpy only
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--samples", required=True, help="context samples JSON (perfcast context --samples-out)")
     ap.add_argument("--train", default="resnet18,bert_mini", help="networks that fit sigma (training networks)")
     ap.add_argument("--test", default="resnet50,mobilenet_v2,bert_tiny", help="networks scored with it ('' none)")
-    ap.add_argument("--sigmas", default=",".join(f"{x:g}" for x in (0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4)))
+    ap.add_argument("--sigmas", default=",".join(f"{x:g}" for x in SIGMA_GRID))
     ap.add_argument("--model", default=None, help="model directory (default: the bundled model)")
     ap.add_argument("--device", default="local")
     ap.add_argument("--save", action="store_true", help="store the fitted sigma in the model's model.json")

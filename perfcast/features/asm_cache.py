@@ -46,40 +46,48 @@ def _texts_chunk(texts: list[str], target_json: str | None) -> list[np.ndarray]:
     return [asm_row(t, target_json) for t in texts]
 
 
-def programs_asm(programs, target_json: str | None, jobs: int | None = None, progress: bool = False) -> np.ndarray:
+def programs_asm(programs, target_json: str | None, jobs: int | None = None, progress: bool = False,
+                 device_id: str = "this device") -> np.ndarray:
     """(len(programs), N_ASM) float32 asm features of TIR programs built for `target_json`, row-aligned.
 
     Each program's row is kept in a per-user cache (`paths.program_asm_dir`, one .npy per program text and target),
     so a program predicted again (a network's kernels, a search's candidates) is not built again. From
     `PARALLEL_MIN` programs to build on (a tuned network's search candidates: ~2,000 builds of ~0.25 s), the builds
-    run in `jobs` processes (default: every core), each program passed as its TVMScript text."""
+    run in `jobs` processes (default: every core), each program passed as its TVMScript text. A target that is not
+    x86 (`asm.not_x86`) gives NaN rows (the trees' missing value, the networks' mean) and one warning."""
+    import warnings
+
     from .. import paths
+    from .asm import not_x86
     from .base import as_primfunc
     from .cache import map_chunks
 
-    if len(programs) == 0:
-        return np.zeros((0, N_ASM), np.float32)
+    what = not_x86(target_json)
+    if what is not None:
+        if len(programs):
+            warnings.warn(f"device {device_id!r} compiles for {what}: the model's x86 assembly features are missing "
+                          "for its programs, so its predictions rest on the other features (expect a larger error)",
+                          stacklevel=3)
+        return np.full((len(programs), N_ASM), np.nan, np.float32)
     texts = [p if isinstance(p, str) else as_primfunc(p).script() for p in programs]
+    target = json.dumps(_extractor(target_json or None)._target(), sort_keys=True)  # None: this host's, spelled out
     root = paths.program_asm_dir(ASM_TAG)
-    files = [root / (hashlib.sha1(f"{target_json or ''}\n{t}".encode()).hexdigest() + ".npy") for t in texts]
+    files = [root / (hashlib.sha1(f"{target}\n{t}".encode()).hexdigest() + ".npy") for t in texts]
     rows: list = [np.load(f, allow_pickle=False) if f.exists() else None for f in files]
     todo = [i for i, r in enumerate(rows) if r is None]
-    if len(todo) < PARALLEL_MIN or jobs == 1:
-        built = [asm_row(texts[i], target_json) for i in todo]
-    else:
-        size = -(-len(todo) // (4 * (jobs or os.cpu_count() or 1)))  # ~4 chunks a worker: an even finish
-        chunks = [([texts[i] for i in todo[k:k + size]], target_json) for k in range(0, len(todo), size)]
-        got: dict[int, list] = {}
-        map_chunks(_texts_chunk, chunks, got.__setitem__, jobs, progress, "asm features")
-        built = [row for k in range(len(chunks)) for row in got[k]]
-    for i, row in zip(todo, built):
+    jobs = 1 if len(todo) < PARALLEL_MIN else jobs  # map_chunks builds in this process for jobs=1
+    size = max(1, -(-len(todo) // (4 * (jobs or os.cpu_count() or 1))))  # ~4 chunks a worker: an even finish
+    chunks = [([texts[i] for i in todo[k:k + size]], target_json) for k in range(0, len(todo), size)]
+    got: dict[int, list] = {}
+    map_chunks(_texts_chunk, chunks, got.__setitem__, jobs, progress, "asm features")
+    for i, row in zip(todo, [row for k in range(len(chunks)) for row in got[k]]):
         rows[i] = row
         if not np.isnan(row).all():  # a failed build is not remembered: the next call tries again
             tmp = files[i].with_suffix(f".{os.getpid()}.tmp")
             with open(tmp, "wb") as fh:
                 np.save(fh, row, allow_pickle=False)
             os.replace(tmp, files[i])
-    return np.stack(rows).astype(np.float32)
+    return np.stack(rows).astype(np.float32) if rows else np.zeros((0, N_ASM), np.float32)
 
 
 def _chunk(rows: list[dict], task_scripts: dict[str, str]) -> list[tuple[str, np.ndarray]]:

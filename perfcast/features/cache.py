@@ -22,7 +22,6 @@ import functools
 import hashlib
 import json
 import os
-import warnings
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
@@ -133,17 +132,9 @@ def features_of_programs(programs, device="local", target_json: str | None = Non
     dev = np.tile(np.asarray(spec.feature_vector(), np.float32), (len(rows), 1))
     X = _from_rows(rows, dev)
     if asm:
-        from .asm import not_x86
         from .asm_cache import programs_asm
 
-        what = not_x86(target_json)
-        if what is None:
-            X.asm = programs_asm(list(programs), target_json)
-        else:  # as a dataset's records of such a device: missing (the trees' NaN, the networks' mean), with a word
-            warnings.warn(f"device {spec.device_id!r} compiles for {what}: the model's x86 assembly features are "
-                          "missing for its programs, so its predictions rest on the other features (expect a larger "
-                          "error)", stacklevel=2)
-            X.asm = np.full((len(rows), N_ASM), np.nan, np.float32)
+        X.asm = programs_asm(list(programs), target_json, device_id=spec.device_id)
     return X
 
 
