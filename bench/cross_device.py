@@ -1,7 +1,8 @@
 """Cross-device adaptation, leave one device out (CDMPP §7.3-7.4, Pruner §2.5, Moses §3.3).
 
     python bench/cross_device.py [--data DIR] [--targets KEY,...] [--ks 5,10,20,50]
-                                 [--methods cmd,finetune,mtl,lottery] [--random-seeds 5] [--programs-per-task 8]
+                                 [--methods cmd,finetune,mtl,lottery,proxy,proxy:then=cmd] [--random-seeds 5]
+                                 [--programs-per-task 8]
                                  [--param KEY=VALUE ...] [--adapt-param KEY=VALUE ...] [--json FILE] [--plot FILE]
 
 `--param use_asm=true` gives the cdmpp the programs' assembly features (`perfcast data features --asm` first).
@@ -33,6 +34,8 @@ def main() -> None:
     ap.add_argument("--programs-per-task", type=int, default=8)
     ap.add_argument("--param", action="append", default=["use_analytic=true"], help="cdmpp parameter KEY=VALUE")
     ap.add_argument("--adapt-param", action="append", default=[], help="adaptation parameter KEY=VALUE (all methods)")
+    ap.add_argument("--base-dir", default=None,
+                    help="keep each target's base model here and reuse it in later runs with the same --param")
     ap.add_argument("--json", default=None, help="write the full result here")
     ap.add_argument("--plot", default=None, help="PNG: MAPE vs K per method and sampler, one panel per target")
     ap.add_argument("--replot", default=None, help="only redraw --plot (and the tables) from this --json result")
@@ -48,7 +51,7 @@ def main() -> None:
     from perfcast.adapt.workflow import adapt_model, mape_of, recorded_seconds, select_tasks
     from perfcast.cli.model_cmd import _parse_params
     from perfcast.devices.base import DeviceSpec
-    from perfcast.eval.workflow import load_data, train
+    from perfcast.eval.workflow import load_data
 
     params = _parse_params(a.param)
     ds, df, X = load_data(a.data, progress=False, asm=bool(params.get("use_asm")))  # --param use_asm=true
@@ -63,18 +66,17 @@ def main() -> None:
     print(f"{len(df)} records, devices: " + ", ".join(f"{k} ({n} tasks)" for k, n in tasks_per_dev.items()))
     for tgt in targets:
         t0 = time.time()
-        r = train(model="cdmpp", split="by_device", split_params={"test_device": tgt}, params=params,
-                  loaded=(ds, df, X), progress=False)
-        base = r["estimator"]
+        base = _base_model(a.base_dir, tgt, params, (ds, df, X))
         is_t = keys == tgt
         src = np.flatnonzero(~is_t)
         wk = df["workload_key"].to_numpy()
         vec = DeviceSpec.from_json(df["device_spec_json"][np.flatnonzero(is_t)[0]]).feature_vector()
         cand = set(wk[is_t])
-        res = {"records": int(is_t.sum()), "tasks": len(cand), "base_mape": r["test"]["overall"]["mape"],
+        res = {"records": int(is_t.sum()), "tasks": len(cand),
+               "base_mape": mape_of(base, X.take(np.flatnonzero(is_t)), y[is_t]),
                "base_train_s": round(time.time() - t0, 1), "runs": []}
-        print(f"\n{tgt}: {res['records']} records of {res['tasks']} tasks; trained on the other devices in "
-              f"{res['base_train_s']:.0f} s; MAPE without adaptation {res['base_mape']:.1%}")
+        print(f"\n{tgt}: {res['records']} records of {res['tasks']} tasks; base model (trained on the other devices) "
+              f"ready in {res['base_train_s']:.0f} s; MAPE without adaptation {res['base_mape']:.1%}")
         for k in ks:
             if k >= len(cand):
                 continue
@@ -88,7 +90,8 @@ def main() -> None:
                 before = mape_of(base, X.take(held), y[held])
                 for method in methods:
                     t1 = time.time()
-                    m = adapt_model(base, method, X.take(meas), y[meas], X.take(src), y[src], aparams, seed=seed)
+                    name, mparams = _method_spec(method, aparams)
+                    m = adapt_model(base, name, X.take(meas), y[meas], X.take(src), y[src], mparams, seed=seed)
                     after = mape_of(m, X.take(held), y[held])
                     res["runs"].append({"k": k, "sampler": sampler, "seed": seed, "method": method,
                                         "mape_before": before, "mape_after": after, "programs": int(len(meas)),
@@ -103,6 +106,35 @@ def main() -> None:
     if a.plot:
         _plot(out, a.plot)
         print(f"plot: {a.plot}")
+
+
+def _base_model(base_dir, tgt: str, params: dict, loaded):
+    """cdmpp trained on every device but `tgt` (split by_device), from `base_dir` when a run kept it there."""
+    import hashlib
+    from pathlib import Path
+
+    from perfcast.eval.workflow import train
+    from perfcast.models import load_model
+
+    path = None
+    if base_dir:
+        path = Path(base_dir) / hashlib.sha1(json.dumps([tgt, params], sort_keys=True).encode()).hexdigest()[:12]
+        if (path / "model.json").exists():
+            print(f"base model for {tgt}: {path}")
+            return load_model(path)
+    base = train(model="cdmpp", split="by_device", split_params={"test_device": tgt}, params=params,
+                 loaded=loaded, progress=False)["estimator"]
+    if path is not None:
+        base.save(path)
+    return base
+
+
+def _method_spec(spec: str, aparams: dict) -> tuple[str, dict]:
+    """`NAME[:KEY=VALUE[;KEY=VALUE]]` (e.g. `proxy:then=cmd`) -> (name, the --adapt-param values with these)."""
+    from perfcast.cli.model_cmd import _parse_params
+
+    name, _, rest = spec.partition(":")
+    return name, {**aparams, **_parse_params([kv for kv in rest.split(";") if kv])}
 
 
 def _mean(runs, **sel) -> float:

@@ -36,6 +36,7 @@ import argparse
 import json
 import os
 import statistics
+import sys
 
 from perfcast.errors import PerfcastError
 
@@ -77,7 +78,12 @@ def main() -> None:
                     n_tasks = len(extract(net, get_device("local").target(), a.batch_size).tasks)
                     tune_network(net, db, a.trials or 16 * n_tasks, batch_size=a.batch_size)
                 spec = f"tuned:{db}"
-            ratio = calibrate("local").speed_ratio if a.calibrate else None
+            ratio = None
+            if a.calibrate:
+                cal = calibrate("local")
+                ratio = cal.speed_ratio
+                if cal.note:
+                    print(f"note: {cal.note}", file=sys.stderr)
             r = predict_network(net, a.batch_size, "local", a.model, measure=True, schedules=spec, speed_ratio=ratio,
                                 context=not a.no_context)
             plain = sum(k["total_predicted_s"] for k in r["kernels"])

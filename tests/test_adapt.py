@@ -89,7 +89,9 @@ def test_every_method_fits_the_target_and_leaves_the_base_alone(method, two_cpus
     base, X, y, src, tgt = two_cpus
     before_state = {k: v.clone() for k, v in base.net_.state_dict().items()}
     err0 = np.mean(np.abs(base.predict(X.take(tgt)) - y[tgt]) / y[tgt])
-    m = get_method(method, epochs=30, val_frac=0.0, seed=0).adapt(base, X.take(tgt), y[tgt], X.take(src), y[src])
+    extra = {"then": "finetune"} if method == "proxy" else {}  # proxy alone moves no weight (its own test below)
+    m = get_method(method, epochs=30, val_frac=0.0, seed=0, **extra).adapt(base, X.take(tgt), y[tgt], X.take(src),
+                                                                           y[src])
     err1 = np.mean(np.abs(m.predict(X.take(tgt)) - y[tgt]) / y[tgt])
     assert err0 > 0.15  # the other CPU really differs
     assert err1 < 0.7 * err0, (method, err0, err1)  # it learned the target's measurements
@@ -215,6 +217,63 @@ def test_tree_models_adapt_by_continued_boosting(name, params, two_cpus, tmp_pat
     np.testing.assert_allclose(load_model(tmp_path / name).predict(X.take(tgt)), m.predict(X.take(tgt)), rtol=1e-5)
 
 
+def test_the_mape_scale_is_the_best_single_factor():
+    from perfcast.adapt.proxy import mape_scale
+
+    rng = np.random.default_rng(0)
+    pred, y = rng.lognormal(size=41), rng.lognormal(size=41)
+    s = mape_scale(pred, y)
+    cost = lambda c: np.mean(np.abs(c * pred / y - 1.0))  # noqa: E731  convex, piecewise linear: kinks at y / pred
+    assert cost(s) == pytest.approx(min(cost(c) for c in y / pred), abs=1e-12)
+    assert mape_scale(2.0 * y, y) == pytest.approx(0.5)
+
+
+def test_proxy_predicts_the_target_as_its_nearest_source_device(two_cpus, tmp_path):
+    """Two source CPUs (the base model trained on both); the target's programs relabelled to a made-up device vector
+    the model never saw: the proxy is the source device whose scaled predictions fit them best, found by hand."""
+    import dataclasses
+
+    from perfcast.adapt.proxy import distinct_devices, mape_scale
+    from perfcast.models import get_model, load_model
+
+    _, X, y, src, tgt = two_cpus
+    both = np.setdiff1d(np.arange(len(y)), tgt)  # every record of both CPUs but the target's
+    base = get_model("cdmpp", **SMALL_CDMPP).fit(X.take(both), y[both])
+    new_vec = np.asarray(X.device[tgt[0]], np.float32) * np.float32(1.5)  # a device between/beyond nothing known
+    Xt = dataclasses.replace(X.take(tgt), device=np.tile(new_vec, (len(tgt), 1)))
+    devs = distinct_devices(X.device[both])  # (znver3's records carry two vectors 1e-6 apart: one device)
+    assert len(devs) >= 2 and len(distinct_devices(X.device[src])) == 1
+    by_hand = []
+    for d in [*devs, new_vec]:
+        p = base.predict(dataclasses.replace(Xt, device=np.tile(d, (len(tgt), 1))))
+        s = mape_scale(p, y[tgt])
+        by_hand.append((np.mean(np.abs(s * p / y[tgt] - 1)), s, d, p))
+    err, s, d, p = min(by_hand, key=lambda t: t[0])
+    m = get_method("proxy").adapt(base, Xt, y[tgt], X.take(both), y[both])
+    np.testing.assert_allclose(m.predict(Xt), s * p, rtol=1e-6)  # the proxy's prediction times its factor
+    np.testing.assert_array_equal(m.predict(X.take(both)), base.predict(X.take(both)))  # source devices: as before
+    assert m.device_proxy_[0]["as"] == pytest.approx(d.tolist()) and m.adapt_info_["scale"] == pytest.approx(s)
+    assert np.mean(np.abs(m.predict(Xt) - y[tgt]) / y[tgt]) == pytest.approx(err)
+    assert len(m.adapt_info_["candidates"]) == len(devs) + 1 and not hasattr(base, "device_proxy_")
+    m.save(tmp_path / "p")
+    back = load_model(tmp_path / "p")
+    np.testing.assert_allclose(back.predict(Xt), m.predict(Xt), rtol=1e-6)
+    np.testing.assert_allclose(back.latent(Xt), base.latent(dataclasses.replace(Xt, device=np.tile(d, (len(tgt), 1)))),
+                               rtol=1e-5)
+    # adapting again to the same device replaces its proxy; then=cmd also trains the weights, through the proxy
+    m2 = get_method("proxy", then="cmd", epochs=20, val_frac=0.0).adapt(m, Xt, y[tgt], X.take(both), y[both])
+    assert len(m2.device_proxy_) == 1 and m2.adapt_info_["inner"]["method"] == "cmd"
+    assert np.mean(np.abs(m2.predict(Xt) - y[tgt]) / y[tgt]) < err
+    with pytest.raises(PerfcastError, match=r"unknown parameter\(s\) \['epochs'\] .* pass then=cmd"):
+        get_method("proxy", epochs=3).adapt(base, Xt, y[tgt], X.take(both), y[both])
+    with pytest.raises(PerfcastError, match="then=proxy adapts nothing more"):
+        get_method("proxy", then="proxy").adapt(base, Xt, y[tgt], X.take(both), y[both])
+    with pytest.raises(UnknownNameError, match="adaptation method"):
+        get_method("proxy", then="magic").adapt(base, Xt, y[tgt], X.take(both), y[both])
+    with pytest.raises(PerfcastError, match="picks among the source devices"):
+        get_method("proxy").adapt(base, Xt, y[tgt])
+
+
 def test_methods_need_a_trainable_model_and_target_data(two_cpus):
     base, X, y, src, tgt = two_cpus
 
@@ -266,6 +325,31 @@ def test_adapt_measures_a_new_target_for_real(two_cpus, mlp_dataset, tmp_path):
     assert set(dist) == {"before adaptation", "after adaptation"} and all(v > 0 for v in dist.values())
     with pytest.raises(PerfcastError, match="is not an adapted model; make one with `perfcast adapt --out DIR`"):
         latent_report(tmp_path / "base", str(data), tmp_path / "report", progress=False)
+
+
+def test_adapt_with_proxy_names_the_device_the_target_is_predicted_as(two_cpus, mlp_dataset, tmp_path):
+    """This machine's records of the mlp are in the data (reused, nothing measured): `proxy` picks among the other
+    devices, and the result and the saved model name the pick by its device key."""
+    from perfcast.adapt.workflow import AdaptConfig, run
+    from perfcast.devices import get_device
+    from perfcast.devices.base import device_key
+    from perfcast.models import load_model
+
+    base, X = two_cpus[:2]
+    base.save(tmp_path / "base")
+    data, df = mlp_dataset
+    here = device_key(get_device("local"))
+    if (df.device_key == here).sum() < 8:
+        pytest.skip(f"the bundled data has no mlp records of this host ({here})")
+    r = run(AdaptConfig(device="local", model=str(tmp_path / "base"), data=str(data), budget_tasks=1,
+                        sampler="random", method="proxy", out=str(tmp_path / "adapted")), log=lambda m: None,
+            progress=False)
+    assert r["reused_records"] > 0 and r["proxy"]["then"] == "none"
+    assert r["proxy"]["device_key"] in set(df.device_key)
+    m = load_model(tmp_path / "adapted")
+    assert m.info_["adapted"]["proxy"] == r["proxy"] and m.device_proxy_[-1]["scale"] == r["proxy"]["scale"]
+    rows = np.flatnonzero(df.device_key.to_numpy() == r["proxy"]["device_key"])
+    np.testing.assert_allclose(X.device[rows[0]], m.device_proxy_[-1]["as"])  # the key named is the vector used
 
 
 def _cli(*args):

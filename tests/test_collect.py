@@ -308,7 +308,8 @@ def test_records_of_an_older_protocol_are_measured_again_and_superseded(tmp_path
 
 def test_calibrate_times_stored_programs_now_and_reports_the_median_ratio(tmp_path):
     """The programs of a dataset whose labels are 4x what this machine measures: calibrating against it finds the
-    machine about 4x faster (ratio ~0.25), and refuses an empty reference pool."""
+    machine about 4x faster (ratio ~0.25), under protocol 2 or, for a device without protocol-2 records, against its
+    older labels with a caution; it refuses an empty reference pool."""
     import dataclasses
 
     from perfcast.collect.calibrate import calibrate
@@ -328,6 +329,21 @@ def test_calibrate_times_stored_programs_now_and_reports_the_median_ratio(tmp_pa
     assert (c.programs, c.failed) == (6, 0)  # the pool has 6 programs (3 tasks x 2): all of them
     assert 0.25 / 1.5 < c.speed_ratio < 0.25 * 1.5  # microsecond kernels timed twice: within timing noise
     assert c.ratio_p25 <= c.speed_ratio <= c.ratio_p75
+    assert c.reference_protocol == 2 and c.note == ""
+    # a device whose records all predate protocol 2 is calibrated against them, with a caution; where some records
+    # are of protocol 2, only those are references (here the 4x ones; the protocol-1 labels are the true times)
+    old = [dataclasses.replace(r, protocol=1, round_latencies_s=()) for r in slow]
+    third, mixed = str(tmp_path / "c"), str(tmp_path / "d")
+    Dataset(third, create=True).add_records(old)
+    c1 = calibrate("local:threads=1", data=third, programs=10, exclude_networks=())
+    assert c1.programs == 6 and 0.25 / 1.5 < c1.speed_ratio < 0.25 * 1.5
+    assert c1.reference_protocol == 1 and "calibrated against protocol-1 labels" in c1.note
+    first_task = slow[0].workload_key
+    Dataset(mixed, create=True).add_records(
+        [r for r in slow if r.workload_key == first_task]
+        + [dataclasses.replace(r, latency_s=r.latency_s / 4) for r in old if r.workload_key != first_task])
+    c2 = calibrate("local:threads=1", data=mixed, programs=10, exclude_networks=())
+    assert (c2.programs, c2.reference_protocol) == (2, 2) and 0.25 / 1.5 < c2.speed_ratio < 0.25 * 1.5
     with pytest.raises(PerfcastError, match="no record of .* timed by perfcast .* to calibrate against"):
         calibrate("local:threads=1", data=second, exclude_networks=("mlp",))
     with pytest.raises(PerfcastError, match="--programs 0: calibrating needs at least one"):

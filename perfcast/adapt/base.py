@@ -7,7 +7,8 @@
   replay sample of the source devices' records, used by the methods that need them).
 
 Samplers: `kmeans` (CDMPP Algorithm 1), `random` (the control). Methods: `finetune`, `cmd` (CDMPP Eq. 7),
-`mtl` (Pruner's momentum transfer learning), `lottery` (Moses). See the module of each.
+`mtl` (Pruner's momentum transfer learning), `lottery` (Moses), `proxy` (the source device the target behaves most
+like, times a factor; optionally followed by one of the others). See the module of each.
 """
 
 from __future__ import annotations

@@ -223,13 +223,29 @@ def run(cfg: AdaptConfig, log: Callable[[str], None] = print, progress: bool = T
                        "tasks": tasks, "base_model": str(Path(cfg.model).resolve()) if cfg.model else "bundled",
                        "mape_before": before, "mape_after": after, "held_out_records": int(len(held))}
     model.info_ = info
+    proxy = _proxy_of(model, df, X, dkey)
+    if proxy:
+        info["adapted"]["proxy"] = proxy
     result = {"device": spec.device_id, "device_key": dkey, "method": cfg.method, "sampler": cfg.sampler,
               "tasks": tasks, "n_tasks": len(tasks), "programs": int(sum(len(v[1]) for v in measured.values())),
               "reused_records": reused, "measure_seconds": round(seconds, 1), "held_out_records": int(len(held)),
-              "mape_before": before, "mape_after": after, "rounds": rounds, "path": None}
+              "mape_before": before, "mape_after": after, "rounds": rounds, "proxy": proxy, "path": None}
     if out is not None:
         result["path"] = str(model.save(out))
     return result
+
+
+def _proxy_of(model, df, X, dkey: str) -> dict | None:
+    """{"device_key": the source device the target is predicted as, "scale": its factor} for a `proxy` adaptation
+    (the device key found by its device vector among the dataset's records), else None."""
+    info = getattr(model, "adapt_info_", None) or {}
+    if info.get("method") != "proxy":
+        return None
+    from ..models.base import same_device
+
+    rows = np.flatnonzero(same_device(X.device, model.device_proxy_[-1]["as"]))
+    key = dkey if info["proxy_is_target"] else (str(df["device_key"].iloc[rows[0]]) if len(rows) else "unknown")
+    return {"device_key": key, "scale": info["scale"], "then": info["then"]}
 
 
 def latent_report(adapted_dir, data=None, out="perfcast-report", progress: bool = True) -> tuple[str, dict]:

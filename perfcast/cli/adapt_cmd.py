@@ -8,7 +8,9 @@ import typer
 HELP = ("Calibrate a trained cost model to a device with a few measured tasks: pick K tasks (kmeans: CDMPP "
         "Algorithm 1, or random), measure their programs on the device with the collector (records the dataset "
         "already holds are reused), adapt the model (cmd: CDMPP, finetune, mtl: Pruner's momentum transfer, "
-        "lottery: Moses), save it, and report the error on the device's other records before and after.")
+        "lottery: Moses, proxy: the source device the target behaves most like, times a factor, then optionally "
+        "one of the others with --param then=cmd), save it, and report the error on the device's other records "
+        "before and after.")
 EXAMPLE = ("Example: perfcast adapt --device local:mcpu=haswell,threads=1 --budget-tasks 20 --sampler kmeans "
            "--method cmd --out runs/haswell1")
 
@@ -19,7 +21,7 @@ def adapt(
     data: Optional[str] = typer.Option(None, help="dataset of tasks and source records (default: the bundled one)"),
     budget_tasks: int = typer.Option(20, help="tasks to measure on the target (K; CDMPP saturates near 50)"),
     sampler: str = typer.Option("kmeans", help="kmeans | random"),
-    method: str = typer.Option("cmd", help="cmd | finetune | mtl | lottery"),
+    method: str = typer.Option("cmd", help="cmd | finetune | mtl | lottery | proxy (with --param then=METHOD)"),
     programs_per_task: int = typer.Option(8, help="programs measured per chosen task"),
     until_certain: bool = typer.Option(False, "--until-certain",
                                        help="Moses' adaptive controller: measure in rounds, stop once the error is stable"),
@@ -46,6 +48,10 @@ def adapt(
 
     print(f"{r['method']} on {r['n_tasks']} tasks ({r['sampler']}), {r['programs']} programs of {r['device']} "
           f"({r['reused_records']} reused from the dataset), measuring time {r['measure_seconds']:.0f} s")
+    if r["proxy"]:
+        p = r["proxy"]
+        then = f", then {p['then']}" if p["then"] != "none" else ""
+        print(f"predicted as {p['device_key']} x {p['scale']:.3f}{then}")
     print(f"MAPE on {r['held_out_records']} other records of the device: before {pct(r['mape_before'])}, "
           f"after {pct(r['mape_after'])}")
     if r["path"]:

@@ -67,3 +67,5 @@ def calibrate(
     Console().print(f"{c.device_key}: speed ratio [bold]{c.speed_ratio:.3f}[/] (now / stored, median of "
                     f"{c.programs} programs; quartiles {c.ratio_p25:.3f}-{c.ratio_p75:.3f}) in {c.measure_s:.0f} s"
                     + (f"; {c.failed} failed" if c.failed else ""))
+    if c.note:
+        Console().print(f"note: {c.note}")

@@ -53,21 +53,22 @@ def predict(
 
     if plot and not measure:
         raise PerfcastError(f"--plot {plot} draws predicted vs measured kernels; add --measure")
-    ratio, no_calibration = None, None
+    ratio, calibration_note = None, None
     if calibrate:
         from ..collect.calibrate import NoReferences
         from ..collect.calibrate import calibrate as run_calibration
 
         try:
-            ratio = run_calibration(device).speed_ratio
+            cal = run_calibration(device)
+            ratio, calibration_note = cal.speed_ratio, cal.note or None
         except NoReferences as e:  # a CPU without records: predict as without --calibrate, and say so
-            no_calibration = f"not calibrated: {e}"
+            calibration_note = f"not calibrated: {e}"
     r = predict_network(network, batch_size, device, model, measure, input_shape, schedules=schedules,
                         method=method, layerwise_model=layerwise_model, speed_ratio=ratio,
                         context={"auto": True, "none": False}.get(context, context),
                         selection_sigma=selection_sigma)
-    if no_calibration:
-        r["warning"] = f"{r['warning']}; {no_calibration}" if r.get("warning") else no_calibration
+    if calibration_note:
+        r["warning"] = f"{r['warning']}; {calibration_note}" if r.get("warning") else calibration_note
     if plot:
         from ..e2e.predict import plot_kernels
 

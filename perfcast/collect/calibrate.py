@@ -9,9 +9,11 @@ out 8-23 % slower than predicted.
 `calibrate()` measures that drift the way the collector measures anything (isolated workers, the same timing
 protocol): it rebuilds `programs` stored ok records of the device from their TVMScript, times them now, and
 returns the median of now / stored, the speed ratio. `perfcast predict --calibrate` multiplies every kernel's
-prediction by it. Only records timed by perfcast's current protocol are references (imported meta-schedule
-timings were taken another way), and records of the bundled model's held-out networks never are (so calibrated
-figures on them stay figures on unseen networks).
+prediction by it. Only records timed by perfcast itself are references (imported meta-schedule timings were taken
+another way), those of the current protocol when the device has any, else those of an older one (the labels the
+model learned for that device; `Calibration.reference_protocol` says which, and callers warn that the ratio is
+rougher); records of the bundled model's held-out networks never are (so calibrated figures on them stay figures on
+unseen networks).
 """
 
 from __future__ import annotations
@@ -40,6 +42,17 @@ class Calibration:
     measure_s: float  # wall time of the calibration
     measured_at: str  # UTC, ISO 8601
     data: str  # the dataset the references came from
+    reference_protocol: int  # the oldest measurement protocol among the references (`data.schema.PROTOCOLS`)
+
+    @property
+    def note(self) -> str:
+        """'' for references of the current protocol, else a one-line caution."""
+        from ..data.schema import MEASURE_PROTOCOL
+
+        if self.reference_protocol >= MEASURE_PROTOCOL:
+            return ""
+        return (f"{self.device_key} has no record timed under protocol {MEASURE_PROTOCOL}, so it was calibrated "
+                f"against protocol-{self.reference_protocol} labels (repeatable to ~14 %, not ~3 %): a rough ratio")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -47,19 +60,22 @@ class Calibration:
 
 def reference_records(ds, device_key: str, programs: int, seed: int = 0,
                       exclude_networks: tuple[str, ...] = ()):
-    """`programs` ok records of `device_key` in `ds` measured under the current protocol, drawn with `seed` from
-    tasks outside `exclude_networks`, with their TVMScript (a DataFrame)."""
+    """`programs` ok records of `device_key` in `ds` timed by perfcast, under the current protocol when the device
+    has such records (else under older ones), drawn with `seed` from tasks outside `exclude_networks`, with their
+    TVMScript (a DataFrame)."""
     from ..data.frame import records_frame
     from ..data.schema import MEASURE_PROTOCOL
 
     if programs < 1:
         raise PerfcastError(f"--programs {programs}: calibrating needs at least one reference program (try 40)")
-    df = records_frame(ds, min_protocol=MEASURE_PROTOCOL)
+    df = records_frame(ds)
     df = df[(df["device_key"] == device_key) & df["schedule_kind"].isin(REFERENCE_KINDS)]
     if exclude_networks:
         df = df[~df["networks"].map(lambda ns: bool(set(ns) & set(exclude_networks)))]
+    if (df["protocol"] >= MEASURE_PROTOCOL).any():
+        df = df[df["protocol"] >= MEASURE_PROTOCOL]
     if df.empty:
-        raise NoReferences(f"no record of {device_key!r} timed by perfcast (protocol {MEASURE_PROTOCOL}) in "
+        raise NoReferences(f"no record of {device_key!r} timed by perfcast in "
                             f"{str(ds.root)!r} to calibrate against; measure some first: perfcast collect mlp "
                             f"--device local --programs-per-task 8 --out {ds.root}")
     df = df.sample(min(programs, len(df)), random_state=seed)
@@ -128,7 +144,8 @@ def calibrate(device: str = "local", data: str | None = None, programs: int = 40
     return Calibration(device_key=key, speed_ratio=float(np.median(ratio)),
                        ratio_p25=float(np.percentile(ratio, 25)), ratio_p75=float(np.percentile(ratio, 75)),
                        programs=int(ok.sum()), failed=int((~ok).sum()), measure_s=time.time() - t0,
-                       measured_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), data=root)
+                       measured_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), data=root,
+                       reference_protocol=int(refs["protocol"].min()))
 
 
 def check_ratio(ratio: float) -> float:

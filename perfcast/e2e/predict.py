@@ -253,8 +253,8 @@ def unseen_device_warning(model, spec, device: str) -> str | None:
         return None
     return (f"the model has no measurements of {key!r} (it trained on {', '.join(sorted(seen))}): this prediction "
             f"comes from device features only and its error is likely well above the model's test error. To "
-            f"calibrate it, measure 20 tasks on it and adapt the model (a few minutes: `perfcast adapt --device "
-            f"{device} --budget-tasks 20 --out mymodel`, then `--model mymodel`)")
+            f"calibrate it, measure 10 tasks on it and adapt the model (a few minutes: `perfcast adapt --device "
+            f"{device} --budget-tasks 10 --method proxy --param then=cmd --out mymodel`, then `--model mymodel`)")
 
 
 def measure_network(network: str, batch_size: int, spec, input_shape: str | None = None, repeats: int = 5,

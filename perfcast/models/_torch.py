@@ -281,7 +281,7 @@ class TorchCostModel(CostModel):
         """The encoder's output z (n, d) of each program (CDMPP's latent representation)."""
         import torch
 
-        groups = Groups(*self._inputs(X))
+        groups = Groups(*self._inputs(self.proxied(X)[0]))
         out = None
         self.net_.eval()
         with torch.no_grad():

@@ -10,6 +10,7 @@ model's own weight files. `load_model(path)` checks the versions and says what t
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -68,7 +69,23 @@ class CostModel:
             raise PerfcastError(f"the {self.name} model is not trained; call fit() or load a trained model")
         if len(X) == 0:
             return np.zeros(0)
-        return np.asarray(self._predict(X), dtype=np.float64) * self.scale(X)
+        X, factor = self.proxied(X)
+        return np.asarray(self._predict(X), dtype=np.float64) * self.scale(X) * factor
+
+    def proxied(self, X):
+        """(X with every device the model was calibrated for replaced by its proxy device, (n,) factor of each
+        row's prediction): the device proxies `perfcast adapt --method proxy` fitted (`device_proxy_`: a list of
+        {"device": vector, "as": vector, "scale": s}); (X, 1) for a model without them."""
+        proxies = getattr(self, "device_proxy_", None) or []
+        factor = np.ones(len(X))
+        if not proxies:
+            return X, factor
+        dev = np.array(X.device, dtype=np.float32, copy=True)  # (n, N_DEVICE)
+        for p in proxies:
+            rows = same_device(X.device, p["device"])
+            dev[rows] = np.float32(p["as"])
+            factor[rows] = p["scale"]
+        return dataclasses.replace(X, device=dev), factor
 
     @property
     def needs_asm(self) -> bool:
@@ -97,6 +114,8 @@ class CostModel:
         tag = getattr(self, "feature_tag_", FEATURE_TAG)  # a model loaded from a prior tag keeps reading it
         meta = {"format": MODEL_FORMAT, "name": self.name, "params": self.params, "feature_tag": tag,
                 "perfcast_version": __version__, "n_train": self.n_train_, "info": getattr(self, "info_", {})}
+        if getattr(self, "device_proxy_", None):
+            meta["device_proxy"] = self.device_proxy_
         meta["state"] = self._save_state(p)
         (p / MODEL_FILE).write_text(json.dumps(meta, indent=1))
         return p
@@ -113,6 +132,12 @@ class CostModel:
 
     def _load_state(self, path: Path, state: dict) -> None:
         raise NotImplementedError
+
+
+def same_device(A, v) -> np.ndarray:
+    """(n,) whether each row of A (n, N_DEVICE) is the device vector v: equal up to 1e-4 relative, because one
+    device's records carry its spec as read on different days (a clock of 2596.148 or 2596.128 MHz)."""
+    return np.isclose(np.asarray(A, np.float32), np.float32(v), rtol=1e-4, atol=1e-6).all(axis=1)
 
 
 def _check_targets(y, n: int) -> np.ndarray:
@@ -194,6 +219,8 @@ def load_model(path=None) -> CostModel:
     model._load_state(p, meta["state"])
     model.n_train_ = meta["n_train"]
     model.info_ = meta.get("info", {})
+    if meta.get("device_proxy"):
+        model.device_proxy_ = meta["device_proxy"]
     if tag != FEATURE_TAG:
         model.feature_tag_, model.input_dims_ = tag, PRIOR_TAGS[tag]
     return model

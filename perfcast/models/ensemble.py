@@ -198,6 +198,7 @@ class EnsembleModel(CostModel):
         m.members_, m.n_train_, m.info_ = list(members), self.n_train_, dict(getattr(self, "info_", {}))
         m.residual_ = getattr(self, "residual_", None)
         m.gate_ = getattr(self, "gate_", None)
+        m.device_proxy_ = getattr(self, "device_proxy_", None)
         return m
 
     def neural_members(self) -> list:
@@ -210,6 +211,7 @@ class EnsembleModel(CostModel):
         nets = self.neural_members()
         if not nets:
             raise PerfcastError("this ensemble has no neural member (cdmpp, mlp), so it has no latent representation")
+        X = self.proxied(X)[0]
         return np.hstack([m.latent(X) for m in nets])
 
     # ---- persistence -------------------------------------------------------------------------------------------
