@@ -52,10 +52,10 @@ def test_sampler_budget_errors(name):
 
 def test_registries_name_what_they_know():
     assert list_samplers() == ["kmeans", "random"]
-    assert list_methods() == ["cmd", "finetune", "lottery", "mtl"]
+    assert list_methods() == ["cmd", "finetune", "lottery", "mtl", "proxy"]
     with pytest.raises(UnknownNameError, match="unknown sampler 'kmedoids'; known: kmeans, random"):
         get_sampler("kmedoids")
-    with pytest.raises(ValueError, match="unknown adaptation method 'dann'; known: cmd, finetune, lottery, mtl"):
+    with pytest.raises(ValueError, match="unknown adaptation method 'dann'; known: cmd, finetune, lottery, mtl, proxy"):
         get_method("dann")
 
 
@@ -350,6 +350,9 @@ def test_adapt_with_proxy_names_the_device_the_target_is_predicted_as(two_cpus, 
     assert m.info_["adapted"]["proxy"] == r["proxy"] and m.device_proxy_[-1]["scale"] == r["proxy"]["scale"]
     rows = np.flatnonzero(df.device_key.to_numpy() == r["proxy"]["device_key"])
     np.testing.assert_allclose(X.device[rows[0]], m.device_proxy_[-1]["as"])  # the key named is the vector used
+    with pytest.raises(UnknownNameError, match="unknown adaptation method 'magic'"):  # before loading or measuring
+        run(AdaptConfig(device="local", model=str(tmp_path / "base"), data=str(data), method="proxy",
+                        params={"then": "magic"}), log=lambda m: None, progress=False)
 
 
 def _cli(*args):
@@ -362,7 +365,7 @@ def test_adapt_command_help_and_errors():
     assert res.returncode == 0 and "Example: perfcast adapt --device" in res.stdout
     res = _cli("adapt", "--device", "local", "--method", "dann")
     assert res.returncode == 2
-    assert res.stderr.strip() == "error: unknown adaptation method 'dann'; known: cmd, finetune, lottery, mtl"
+    assert res.stderr.strip() == "error: unknown adaptation method 'dann'; known: cmd, finetune, lottery, mtl, proxy"
     res = _cli("adapt", "--device", "local:mcpu=nosuchcpu", "--budget-tasks", "3")
     assert res.returncode == 2 and "LLVM does not know mcpu 'nosuchcpu'" in res.stderr
 

@@ -67,11 +67,11 @@ def test_calibrate_without_references_is_one_line(tmp_path):
 def test_predict_calibrate_on_a_device_without_records_warns_and_predicts():
     """No record of this code-generation target on this CPU: nothing to calibrate against, so the prediction is the
     uncalibrated one and the JSON says why."""
-    res = _cli("predict", "mlp", "--device", "local:mcpu=x86-64,threads=1", "--calibrate", "--json")
+    res = _cli("predict", "mlp", "--device", "local:mcpu=sandybridge,threads=1", "--calibrate", "--json")
     assert res.returncode == 0, res.stderr
     r = json.loads(res.stdout)
     assert "speed_ratio" not in r and r["predicted_s"] > 0
-    assert "not calibrated: no record of 'local:mcpu=x86-64,threads=1@" in r["warning"]
+    assert "not calibrated: no record of 'local:mcpu=sandybridge,threads=1@" in r["warning"]
 
 
 def test_unreadable_onnx_is_one_line(tmp_path):

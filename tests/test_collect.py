@@ -338,6 +338,7 @@ def test_calibrate_times_stored_programs_now_and_reports_the_median_ratio(tmp_pa
     c1 = calibrate("local:threads=1", data=third, programs=10, exclude_networks=())
     assert c1.programs == 6 and 0.25 / 1.5 < c1.speed_ratio < 0.25 * 1.5
     assert c1.reference_protocol == 1 and "calibrated against protocol-1 labels" in c1.note
+    assert c1.to_dict()["note"] == c1.note and c.to_dict()["note"] == ""
     first_task = slow[0].workload_key
     Dataset(mixed, create=True).add_records(
         [r for r in slow if r.workload_key == first_task]

@@ -133,7 +133,7 @@ def run(cfg: AdaptConfig, log: Callable[[str], None] = print, progress: bool = T
     from .sampling import check_budget
 
     get_sampler(cfg.sampler)
-    method = get_method(cfg.method)  # bad names and budgets fail before anything is loaded or measured
+    method = get_method(cfg.method, **cfg.params)  # bad names and budgets fail before anything is loaded or measured
     check_budget(cfg.budget_tasks)
     spec = get_device(cfg.device)
     dkey = device_key(spec)

@@ -55,7 +55,7 @@ class Calibration:
                 f"against protocol-{self.reference_protocol} labels (repeatable to ~14 %, not ~3 %): a rough ratio")
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {**asdict(self), "note": self.note}
 
 
 def reference_records(ds, device_key: str, programs: int, seed: int = 0,
@@ -72,7 +72,7 @@ def reference_records(ds, device_key: str, programs: int, seed: int = 0,
     df = df[(df["device_key"] == device_key) & df["schedule_kind"].isin(REFERENCE_KINDS)]
     if exclude_networks:
         df = df[~df["networks"].map(lambda ns: bool(set(ns) & set(exclude_networks)))]
-    if (df["protocol"] >= MEASURE_PROTOCOL).any():
+    if not df.empty and (df["protocol"] >= MEASURE_PROTOCOL).any():
         df = df[df["protocol"] >= MEASURE_PROTOCOL]
     if df.empty:
         raise NoReferences(f"no record of {device_key!r} timed by perfcast in "
