@@ -12,7 +12,8 @@ model is trained on every *other* device's records (split `by_device`), scored o
 adaptation), then for each K, sampler and method: K tasks are chosen among the tasks the target has records of
 (`kmeans`: seed 0; `random`: mean over `--random-seeds` seeds), up to `--programs-per-task` of the target's records of
 each are the measurements, the model is adapted to them, and the MAPE on the target's records of the *other* tasks is
-reported. The measuring time of K tasks is the recorded build + run time of those records (mean over samplers).
+reported. The measuring time of K tasks is the recorded build + run time of those records (mean over samplers). A
+`proxy` run also records the device the target was predicted as (`proxy`: a device key; `proxy_scale`: its factor).
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ def main() -> None:
             _plot(out, a.plot)
         return
 
-    from perfcast.adapt.workflow import adapt_model, mape_of, recorded_seconds, select_tasks
+    from perfcast.adapt.workflow import adapt_model, mape_of, proxy_of, recorded_seconds, select_tasks
     from perfcast.cli.model_cmd import _parse_params
     from perfcast.devices.base import DeviceSpec
     from perfcast.eval.workflow import load_data
@@ -93,7 +94,9 @@ def main() -> None:
                     name, mparams = _method_spec(method, aparams)
                     m = adapt_model(base, name, X.take(meas), y[meas], X.take(src), y[src], mparams, seed=seed)
                     after = mape_of(m, X.take(held), y[held])
-                    res["runs"].append({"k": k, "sampler": sampler, "seed": seed, "method": method,
+                    px = proxy_of(m, df, X, tgt)  # proxy: the source device the target is predicted as
+                    res["runs"].append({**({"proxy": px["device_key"], "proxy_scale": px["scale"]} if px else {}),
+                                        "k": k, "sampler": sampler, "seed": seed, "method": method,
                                         "mape_before": before, "mape_after": after, "programs": int(len(meas)),
                                         "held_out": int(len(held)), "measure_s": secs,
                                         "adapt_s": round(time.time() - t1, 2)})

@@ -312,7 +312,7 @@ def test_calibrate_times_stored_programs_now_and_reports_the_median_ratio(tmp_pa
     older labels with a caution; it refuses an empty reference pool."""
     import dataclasses
 
-    from perfcast.collect.calibrate import calibrate
+    from perfcast.collect.calibrate import REFERENCE_MAX_S, calibrate, reference_records
     from perfcast.collect.collector import CollectConfig, collect
     from perfcast.data.schema import MeasureRecord, from_row
     from perfcast.data.store import Dataset
@@ -330,14 +330,22 @@ def test_calibrate_times_stored_programs_now_and_reports_the_median_ratio(tmp_pa
     assert 0.25 / 1.5 < c.speed_ratio < 0.25 * 1.5  # microsecond kernels timed twice: within timing noise
     assert c.ratio_p25 <= c.speed_ratio <= c.ratio_p75
     assert c.reference_protocol == 2 and c.note == ""
-    # a device whose records all predate protocol 2 is calibrated against them, with a caution; where some records
-    # are of protocol 2, only those are references (here the 4x ones; the protocol-1 labels are the true times)
+    # a device whose records all predate protocol 2 is calibrated against them, with a caution, and only against
+    # its default kernels (here 4x; its random schedules' labels are the true times and would pull the ratio to 1);
+    # where some records are of protocol 2, only those are references (here the 4x ones; protocol-1 labels true)
     old = [dataclasses.replace(r, protocol=1, round_latencies_s=()) for r in slow]
     third, mixed = str(tmp_path / "c"), str(tmp_path / "d")
-    Dataset(third, create=True).add_records(old)
+    Dataset(third, create=True).add_records(
+        [r if r.schedule_kind == "default" else dataclasses.replace(r, latency_s=r.latency_s / 4) for r in old])
     c1 = calibrate("local:threads=1", data=third, programs=10, exclude_networks=())
-    assert c1.programs == 6 and 0.25 / 1.5 < c1.speed_ratio < 0.25 * 1.5
-    assert c1.reference_protocol == 1 and "calibrated against protocol-1 labels" in c1.note
+    assert c1.programs == 3 and 0.25 / 1.5 < c1.speed_ratio < 0.25 * 1.5  # the 3 tasks' default kernels
+    assert c1.reference_protocol == 1 and "calibrated against protocol-1 labels (default kernels;" in c1.note
+    assert c1.reference_kinds == ("default",) and c.reference_kinds == ("default", "random")
+    c1r = calibrate("local:threads=1", data=third, programs=10, exclude_networks=(), kinds=("random",))
+    assert c1r.programs == 3 and 1 / 1.5 < c1r.speed_ratio < 1.5  # asked for: the random schedules, true labels
+    assert c1r.reference_kinds == ("random",) and "labels (random schedules;" in c1r.note
+    with pytest.raises(PerfcastError, match=r"reference kinds \('tuned',\): choose among \('default', 'random'\)"):
+        calibrate("local:threads=1", data=third, kinds=("tuned",))
     assert c1.to_dict()["note"] == c1.note and c.to_dict()["note"] == ""
     first_task = slow[0].workload_key
     Dataset(mixed, create=True).add_records(
@@ -345,6 +353,15 @@ def test_calibrate_times_stored_programs_now_and_reports_the_median_ratio(tmp_pa
         + [dataclasses.replace(r, latency_s=r.latency_s / 4) for r in old if r.workload_key != first_task])
     c2 = calibrate("local:threads=1", data=mixed, programs=10, exclude_networks=())
     assert (c2.programs, c2.reference_protocol) == (2, 2) and 0.25 / 1.5 < c2.speed_ratio < 0.25 * 1.5
+    # references are drawn among labels of at most REFERENCE_MAX_S while there are enough of them (no timing here)
+    long_ids = {slow[0].record_id, slow[3].record_id}
+    fifth = str(tmp_path / "e")
+    Dataset(fifth, create=True).add_records(
+        [dataclasses.replace(r, latency_s=1.0) if r.record_id in long_ids else r for r in slow])
+    four = reference_records(Dataset(fifth), c.device_key, programs=4)
+    assert len(four) == 4 and not set(four["record_id"]) & long_ids and (four["latency_s"] <= REFERENCE_MAX_S).all()
+    five = reference_records(Dataset(fifth), c.device_key, programs=5)
+    assert len(five) == 5 and five["record_id"].nunique() == 5  # only 4 short ones: drawn among all 6
     with pytest.raises(PerfcastError, match="no record of .* timed by perfcast .* to calibrate against"):
         calibrate("local:threads=1", data=second, exclude_networks=("mlp",))
     with pytest.raises(PerfcastError, match="--programs 0: calibrating needs at least one"):

@@ -441,6 +441,26 @@ def test_device_features():
     assert ex.extract("local").shape == (11,)
 
 
+def test_program_features_on_another_device(progs):
+    """`on_device` puts every program on one device vector and leaves the programs' own features as they were; a
+    vector of the wrong length is refused."""
+    import tvm
+
+    from perfcast.devices import get_device
+    from perfcast.errors import PerfcastError
+    from perfcast.features.cache import features_of_programs
+
+    X = features_of_programs([tvm.IRModule({"main": progs["mm"]}), tvm.IRModule({"main": progs["ew"]})], "local")
+    t4 = get_device("t4").feature_vector()
+    Y = X.on_device(t4)
+    np.testing.assert_array_equal(Y.device, np.stack([t4, t4]).astype(np.float32))
+    assert not np.array_equal(X.device[0], Y.device[0])  # X itself is untouched
+    np.testing.assert_array_equal(Y.analytic, X.analytic)
+    assert all(np.array_equal(a, b) for a, b in zip(Y.leaves, X.leaves)) and Y.stores is X.stores
+    with pytest.raises(PerfcastError, match=r"a device vector of shape \(3,\): these features take 11 device"):
+        X.on_device([1.0, 2.0, 3.0])
+
+
 def test_unknown_extractor():
     from perfcast.errors import PerfcastError
 

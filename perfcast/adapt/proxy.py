@@ -17,7 +17,6 @@ programs seen through the proxy (device vector replaced, latency divided by s); 
 from __future__ import annotations
 
 import copy
-import dataclasses
 
 import numpy as np
 
@@ -75,12 +74,12 @@ class DeviceProxy(Method):
         cands = distinct_devices(np.vstack([target[None], np.asarray(X_src.device, np.float32)]))  # (c, N_DEVICE)
         scores = []
         for c in cands:
-            pred = base.predict(_on_device(X_tgt, c))
+            pred = base.predict(X_tgt.on_device(c))
             s = mape_scale(pred, y)
             scores.append((float(np.mean(np.abs(s * pred / y - 1.0))), s))
         best = int(np.argmin([m for m, _ in scores]))
         proxy, s = cands[best], scores[best][1]
-        out = base if inner is None else inner.adapt(base, _on_device(X_tgt, proxy), y / s, X_src, y_src)
+        out = base if inner is None else inner.adapt(base, X_tgt.on_device(proxy), y / s, X_src, y_src)
         out = copy.copy(out)
         out.device_proxy_ = base.device_proxy_ + [{"device": target.tolist(), "as": proxy.tolist(), "scale": s}]
         out.adapt_info_ = {"method": self.name, "then": getattr(inner, "name", "none"), "scale": s,
@@ -102,6 +101,3 @@ def distinct_devices(A) -> np.ndarray:
     return np.array(out, np.float32).reshape(-1, A.shape[1])
 
 
-def _on_device(X, vector):
-    """X with every program on the device `vector`."""
-    return dataclasses.replace(X, device=np.tile(np.asarray(vector, np.float32), (len(X), 1)))

@@ -53,9 +53,7 @@ def task_pool(df, X, device_vector, per_task: int = 8, seed: int = 0):
         idx = g.index.to_numpy()
         rows.extend(rng.permutation(idx)[:per_task] if len(idx) > per_task else idx)
     rows = np.asarray(sorted(rows))
-    Xp = X.take(rows)
-    Xp.device = np.tile(np.asarray(device_vector, np.float32), (len(rows), 1))
-    return df["workload_key"].to_numpy()[rows].astype(str), Xp
+    return df["workload_key"].to_numpy()[rows].astype(str), X.take(rows).on_device(device_vector)
 
 
 def select_tasks(model, df, X, device_vector, k: int, sampler: str, seed: int = 0) -> list[str]:
@@ -223,7 +221,7 @@ def run(cfg: AdaptConfig, log: Callable[[str], None] = print, progress: bool = T
                        "tasks": tasks, "base_model": str(Path(cfg.model).resolve()) if cfg.model else "bundled",
                        "mape_before": before, "mape_after": after, "held_out_records": int(len(held))}
     model.info_ = info
-    proxy = _proxy_of(model, df, X, dkey)
+    proxy = proxy_of(model, df, X, dkey)
     if proxy:
         info["adapted"]["proxy"] = proxy
     result = {"device": spec.device_id, "device_key": dkey, "method": cfg.method, "sampler": cfg.sampler,
@@ -235,7 +233,7 @@ def run(cfg: AdaptConfig, log: Callable[[str], None] = print, progress: bool = T
     return result
 
 
-def _proxy_of(model, df, X, dkey: str) -> dict | None:
+def proxy_of(model, df, X, dkey: str) -> dict | None:
     """{"device_key": the source device the target is predicted as, "scale": its factor} for a `proxy` adaptation
     (the device key found by its device vector among the dataset's records), else None."""
     info = getattr(model, "adapt_info_", None) or {}

@@ -13,7 +13,12 @@ prediction by it. Only records timed by perfcast itself are references (imported
 another way), those of the current protocol when the device has any, else those of an older one (the labels the
 model learned for that device; `Calibration.reference_protocol` says which, and callers warn that the ratio is
 rougher); records of the bundled model's held-out networks never are (so calibrated figures on them stay figures on
-unseen networks).
+unseen networks). Older-protocol references are TVM's default kernels where the device has any: on 2,332 znver4
+programs timed under both protocols, the default kernels' protocol-1 labels agreed with protocol 2 (median ratio
+1.008) where the random schedules' did not (1.222; the protocol-1 worker timed parallel programs on a shared core);
+on the znver3 host (all protocol 1), 2026-11-29, 40 default references gave 1.185 and 1.137 (two seeds), 40 random
+ones 1.245 and 1.230; drawn among labels <= REFERENCE_MAX_S, minutes later, 1.190 / 1.100 against 1.140 / 1.179
+(`python bench/calibrate_kinds.py`): there the kinds agree within their seeds' spread.
 """
 
 from __future__ import annotations
@@ -25,6 +30,9 @@ from dataclasses import asdict, dataclass
 from ..errors import PerfcastError
 
 REFERENCE_KINDS = ("default", "random")  # timed by perfcast itself
+# references are drawn among programs whose label is at most this long, where there are enough of them: a timing
+# costs rounds x repeats x latency, so one 0.3 s kernel costs ~3 s, and `predict --calibrate` is the README's main job
+REFERENCE_MAX_S = 0.02
 
 
 class NoReferences(PerfcastError):
@@ -43,6 +51,7 @@ class Calibration:
     measured_at: str  # UTC, ISO 8601
     data: str  # the dataset the references came from
     reference_protocol: int  # the oldest measurement protocol among the references (`data.schema.PROTOCOLS`)
+    reference_kinds: tuple[str, ...] = REFERENCE_KINDS  # the schedule kinds of the references
 
     @property
     def note(self) -> str:
@@ -51,33 +60,44 @@ class Calibration:
 
         if self.reference_protocol >= MEASURE_PROTOCOL:
             return ""
+        kinds = " and ".join({"default": "default kernels", "random": "random schedules"}[k]
+                             for k in self.reference_kinds)
         return (f"{self.device_key} has no record timed under protocol {MEASURE_PROTOCOL}, so it was calibrated "
-                f"against protocol-{self.reference_protocol} labels (repeatable to ~14 %, not ~3 %): a rough ratio")
+                f"against protocol-{self.reference_protocol} labels ({kinds}; repeatable to ~12 %, not ~3 %): "
+                "a rough ratio")
 
     def to_dict(self) -> dict:
         return {**asdict(self), "note": self.note}
 
 
 def reference_records(ds, device_key: str, programs: int, seed: int = 0,
-                      exclude_networks: tuple[str, ...] = ()):
+                      exclude_networks: tuple[str, ...] = (), kinds: tuple[str, ...] | None = None):
     """`programs` ok records of `device_key` in `ds` timed by perfcast, under the current protocol when the device
-    has such records (else under older ones), drawn with `seed` from tasks outside `exclude_networks`, with their
-    TVMScript (a DataFrame)."""
+    has such records (else under older ones, default kernels only where there are any), drawn with `seed` from
+    tasks outside `exclude_networks` (among those with labels <= REFERENCE_MAX_S when there are `programs` of
+    them), with their TVMScript (a DataFrame). `kinds` (schedule kinds among
+    `REFERENCE_KINDS`) overrides the choice of kinds."""
     from ..data.frame import records_frame
     from ..data.schema import MEASURE_PROTOCOL
 
     if programs < 1:
         raise PerfcastError(f"--programs {programs}: calibrating needs at least one reference program (try 40)")
     df = records_frame(ds)
-    df = df[(df["device_key"] == device_key) & df["schedule_kind"].isin(REFERENCE_KINDS)]
+    if kinds is not None and (not kinds or set(kinds) - set(REFERENCE_KINDS)):
+        raise PerfcastError(f"reference kinds {tuple(kinds)!r}: choose among {REFERENCE_KINDS}")
+    df = df[(df["device_key"] == device_key) & df["schedule_kind"].isin(kinds or REFERENCE_KINDS)]
     if exclude_networks:
         df = df[~df["networks"].map(lambda ns: bool(set(ns) & set(exclude_networks)))]
     if not df.empty and (df["protocol"] >= MEASURE_PROTOCOL).any():
         df = df[df["protocol"] >= MEASURE_PROTOCOL]
+    elif kinds is None and (df["schedule_kind"] == "default").any():  # older labels: trust the default kernels'
+        df = df[df["schedule_kind"] == "default"]
     if df.empty:
         raise NoReferences(f"no record of {device_key!r} timed by perfcast in "
                             f"{str(ds.root)!r} to calibrate against; measure some first: perfcast collect mlp "
                             f"--device local --programs-per-task 8 --out {ds.root}")
+    short = df[df["latency_s"] <= REFERENCE_MAX_S]
+    df = short if len(short) >= programs else df
     df = df.sample(min(programs, len(df)), random_state=seed)
     scripts = ds.read("records", ["record_id", "tir_script"]).to_pandas().drop_duplicates("record_id")
     return df.merge(scripts, on="record_id", how="left")
@@ -111,9 +131,9 @@ def time_modules(run, mod_jsons: list[str], target_json: str, order=None):
 
 
 def calibrate(device: str = "local", data: str | None = None, programs: int = 40, seed: int = 0,
-              exclude_networks: tuple[str, ...] | None = None) -> Calibration:
+              exclude_networks: tuple[str, ...] | None = None, kinds: tuple[str, ...] | None = None) -> Calibration:
     """Time `programs` stored programs of `device` now; see the module docstring. `exclude_networks` defaults to
-    the bundled model's held-out networks."""
+    the bundled model's held-out networks; `kinds` as in `reference_records`."""
     import numpy as np
 
     from .. import paths
@@ -132,7 +152,7 @@ def calibrate(device: str = "local", data: str | None = None, programs: int = 40
     key = device_key(spec)
     root = data or str(paths.bundled_dataset_dir())
     excl = DEFAULT_TEST_NETWORKS if exclude_networks is None else tuple(exclude_networks)
-    refs = reference_records(Dataset(root), key, programs, seed, excl)
+    refs = reference_records(Dataset(root), key, programs, seed, excl, kinds)
     t0 = time.time()
     with IsolatedRunner(spec.threads, MeasureConfig(), workers=build_workers(own_cpus())) as run:
         now = time_stored(run, list(refs["tir_script"]), spec.target_json)
@@ -145,7 +165,8 @@ def calibrate(device: str = "local", data: str | None = None, programs: int = 40
                        ratio_p25=float(np.percentile(ratio, 25)), ratio_p75=float(np.percentile(ratio, 75)),
                        programs=int(ok.sum()), failed=int((~ok).sum()), measure_s=time.time() - t0,
                        measured_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), data=root,
-                       reference_protocol=int(refs["protocol"].min()))
+                       reference_protocol=int(refs["protocol"].min()),
+                       reference_kinds=tuple(k for k in REFERENCE_KINDS if (refs["schedule_kind"] == k).any()))
 
 
 def check_ratio(ratio: float) -> float:

@@ -23,7 +23,7 @@ import hashlib
 import json
 import os
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -86,6 +86,14 @@ class ProgramFeatures:
         return ProgramFeatures([self.leaves[i] for i in idx], [self.ordering[i] for i in idx],
                                [self.stores[i] for i in idx], self.analytic[idx], self.device[idx],
                                None if self.asm is None else self.asm[idx])
+
+    def on_device(self, vector) -> "ProgramFeatures":
+        """The same programs, every one on the device `vector` (a device feature vector, `N_DEVICE` long)."""
+        v = np.asarray(vector, np.float32)
+        if v.shape != (self.device.shape[1],):
+            raise PerfcastError(f"a device vector of shape {v.shape}: these features take {self.device.shape[1]} "
+                                "device features (DeviceSpec.feature_vector())")
+        return replace(self, device=np.tile(v, (len(self), 1)))
 
     @staticmethod
     def concat(parts: list["ProgramFeatures"]) -> "ProgramFeatures":
