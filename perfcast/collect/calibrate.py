@@ -90,7 +90,7 @@ def reference_records(ds, device_key: str, programs: int, seed: int = 0,
         df = df[~df["networks"].map(lambda ns: bool(set(ns) & set(exclude_networks)))]
     if not df.empty and (df["protocol"] >= MEASURE_PROTOCOL).any():
         df = df[df["protocol"] >= MEASURE_PROTOCOL]
-    elif kinds is None and (df["schedule_kind"] == "default").any():  # older labels: trust the default kernels'
+    elif kinds is None and not df.empty and (df["schedule_kind"] == "default").any():  # older: default kernels'
         df = df[df["schedule_kind"] == "default"]
     if df.empty:
         raise NoReferences(f"no record of {device_key!r} timed by perfcast in "
