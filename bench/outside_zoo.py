@@ -6,11 +6,14 @@ record; we print MAPE, median error and Kendall τ between predicted and measure
 measured time of the program each model ranks first.
 
     python bench/outside_zoo.py [--model DIR] [--trials 64] [--ops NAME,...] [--device D] [--compare DIR]
-                                [--work DIR] [--json]
+                                [--work DIR] [--calibrate] [--json]
 
 `--device local:mcpu=NAME,threads=N` tunes (and predicts) for another code-generation target of this CPU;
 `--compare DIR` (repeatable) scores another model (e.g. one `perfcast adapt` made for that device) on the same
 databases; `--work DIR` keeps the databases and reuses them on the next run (no tuning, no measuring then).
+`--calibrate` times 40 stored programs of the device after tuning (`perfcast calibrate`) and scales every
+prediction by today's speed ratio, as `perfcast predict-records --calibrate` does; the uncalibrated MAPE is kept
+beside. With `--json`, stdout is only the JSON (meta-schedule's tuning log goes to stderr).
 
 Keep the machine quiet: tuning measures real kernels.
 """
@@ -18,8 +21,10 @@ Keep the machine quiet: tuning measures real kernels.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import sys
 import tempfile
 
 
@@ -64,6 +69,20 @@ def operators():
              ("rms_norm", rms_norm))}
 
 
+@contextlib.contextmanager
+def stdout_to_stderr():
+    """File descriptor 1 points at stderr meanwhile: meta-schedule's logger (and TVM's C++ log) write there."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
 def tune(mod, work_dir: str, trials: int, device: str = "local") -> None:
     from tvm.s_tir import meta_schedule as ms
 
@@ -91,6 +110,8 @@ def main() -> None:
     ap.add_argument("--device", default="local", help="device to tune and predict for")
     ap.add_argument("--compare", action="append", default=[],
                     help="another model directory scored on the same databases (repeatable)")
+    ap.add_argument("--calibrate", action="store_true",
+                    help="scale predictions by today's speed ratio of the device (perfcast calibrate)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
 
@@ -102,26 +123,42 @@ def main() -> None:
     ops = operators()
     names = a.ops.split(",") if a.ops else list(ops)
     root = a.work or tempfile.mkdtemp(prefix="perfcast-outside-zoo-")
-    out = {}
-    for name in names:
+    for name in names:  # tune first: the calibration below should see the machine as the predictions are scored
         work = os.path.join(root, name)
         if not os.path.exists(os.path.join(work, "database_tuning_record.json")):
             os.makedirs(work, exist_ok=True)
-            tune(ops[name], work, a.trials, a.device)
+            with stdout_to_stderr() if a.json else contextlib.nullcontext():
+                tune(ops[name], work, a.trials, a.device)
+    ratio = None
+    if a.calibrate:
+        from perfcast.collect.calibrate import speed_ratio_or_note
+
+        ratio, note = speed_ratio_or_note(a.device)
+        print(f"speed ratio {ratio}{'; ' + note if note else ''}", file=sys.stderr, flush=True)
+    out = {}
+    for name in names:
+        work = os.path.join(root, name)
         for label, model in [("model", a.model)] + [(f"compare {c}", c) for c in a.compare]:
-            rows = [r for r in predict_records(work, model, a.device) if "measured_s" in r]
+            rows = [r for r in predict_records(work, model, a.device, speed_ratio=ratio) if "measured_s" in r]
             p = np.array([r["predicted_s"] for r in rows])
             m = np.array([r["measured_s"] for r in rows])
             err = np.abs(p - m) / m
             key = name if label == "model" else f"{name} ({label})"
             out[key] = {"programs": len(rows), "mape": float(err.mean()), "median_error": float(np.median(err)),
                         "kendall_tau": float(kendalltau(p, m).statistic), "best_measured_s": float(m.min()),
-                        "measured_of_predicted_best_s": float(m[np.argmin(p)])}
+                        "measured_of_predicted_best_s": float(m[np.argmin(p)]),
+                        "median_predicted_over_measured": float(np.median(p / m))}
+            if ratio is not None:
+                p0 = np.array([r["uncalibrated_predicted_s"] for r in rows])
+                out[key].update(speed_ratio=ratio, uncalibrated_mape=float(np.mean(np.abs(p0 - m) / m)))
             if not a.json:
                 o = out[key]
                 print(f"{key:24s} {o['programs']:4d} programs  MAPE {o['mape']:.1%}  median {o['median_error']:.1%}  "
-                      f"Kendall τ {o['kendall_tau']:.2f}  best {o['best_measured_s'] * 1e6:.1f} µs, predicted-best "
-                      f"{o['measured_of_predicted_best_s'] * 1e6:.1f} µs", flush=True)
+                      f"Kendall τ {o['kendall_tau']:.2f}  predicted/measured {o['median_predicted_over_measured']:.2f}"
+                      f"  best {o['best_measured_s'] * 1e6:.1f} µs, predicted-best "
+                      f"{o['measured_of_predicted_best_s'] * 1e6:.1f} µs"
+                      + (f"  (uncalibrated MAPE {o['uncalibrated_mape']:.1%})" if ratio is not None else ""),
+                      flush=True)
     if a.json:
         print(json.dumps(out))
     else:

@@ -50,6 +50,28 @@ def test_sampler_budget_errors(name):
         get_sampler(name).select(tasks, np.eye(3), 0)
 
 
+def test_candidate_tasks_are_the_ones_adapt_can_measure():
+    """A task only a batch-2 network has cannot be collected on the target (adapt collects batch-1 networks), so
+    it is no candidate unless the target has records of it; the pool of a filtered frame keeps each row's task."""
+    import pandas as pd
+
+    from perfcast.adapt.workflow import measurable, task_pool
+    from perfcast.features.cache import ProgramFeatures
+
+    df = pd.DataFrame({"workload_key": ["a", "a", "b", "c", "d"], "program_hash": ["1", "2", "3", "4", "5"]})
+    nets = [{"workload_key": "a", "batch_size": 1}, {"workload_key": "b", "batch_size": 2},
+            {"workload_key": "c", "batch_size": 2}, {"workload_key": "c", "batch_size": 1},
+            {"workload_key": "d", "batch_size": 4}]
+    is_t = np.array([False, False, False, False, True])  # the target has d measured already
+    np.testing.assert_array_equal(measurable(df, nets, is_t), [True, True, False, True, True])
+    X = ProgramFeatures(leaves=[np.full((1, 2), float(i)) for i in range(5)], ordering=[np.zeros(1)] * 5,
+                        stores=[np.zeros((1, 2))] * 5, analytic=np.zeros((5, 3)), device=np.zeros((5, 2)))
+    keys, Xp = task_pool(df[measurable(df, nets, is_t)], X, np.ones(2))
+    assert keys.tolist() == ["a", "a", "c", "d"]
+    assert [float(x[0, 0]) for x in Xp.leaves] == [0.0, 1.0, 3.0, 4.0]  # the rows of X those tasks are at
+    np.testing.assert_array_equal(Xp.device, np.ones((4, 2)))
+
+
 def test_registries_name_what_they_know():
     assert list_samplers() == ["kmeans", "random"]
     assert list_methods() == ["cmd", "finetune", "lottery", "mtl", "proxy"]

@@ -133,6 +133,40 @@ def test_predict_records_json(trained, mlp_dataset):
     assert mape(measured, pred) < mape(measured, np.full_like(measured, np.median(measured)))
 
 
+def test_predict_records_scaled_by_a_speed_ratio(trained, mlp_dataset):
+    """`speed_ratio` (what `--calibrate` measures) multiplies every prediction and keeps the unscaled one; a ratio
+    that is no positive number is a one-line error naming the command that measures one."""
+    from perfcast.errors import PerfcastError
+    from perfcast.eval.workflow import predict_records
+
+    model, _ = trained
+    data, _ = mlp_dataset
+    plain = predict_records(data, model)
+    scaled = predict_records(data, model, speed_ratio=1.25)
+    assert [r["record_id"] for r in scaled] == [r["record_id"] for r in plain]
+    np.testing.assert_allclose([r["predicted_s"] for r in scaled], [1.25 * r["predicted_s"] for r in plain])
+    assert [r["uncalibrated_predicted_s"] for r in scaled] == [r["predicted_s"] for r in plain]
+    assert [r["measured_s"] for r in scaled] == [r["measured_s"] for r in plain]
+    assert "uncalibrated_predicted_s" not in plain[0]
+    with pytest.raises(PerfcastError, match=r"speed ratio 0.0 is not a positive number; .*perfcast calibrate"):
+        predict_records(data, model, speed_ratio=0.0)
+    res = runner.invoke(app, ["predict-records", "--help"])
+    assert "--calibrate" in res.output
+
+
+def test_predict_records_calibrate_without_references_says_so_on_stderr(trained, mlp_dataset):
+    """`--calibrate` for a device the bundled data has no record of: the predictions stay unscaled, stdout stays
+    the JSON list and stderr says why."""
+    model, _ = trained
+    data, df = mlp_dataset
+    res = _cli("predict-records", str(data), "--model", str(model), "--device", "local:mcpu=sandybridge,threads=1",
+               "--calibrate", "--json")
+    assert res.returncode == 0, res.stderr
+    rows = json.loads(res.stdout)
+    assert len(rows) == len(df) and "uncalibrated_predicted_s" not in rows[0]
+    assert "not calibrated: no record of 'local:mcpu=sandybridge,threads=1@" in " ".join(res.stderr.split())
+
+
 def test_feature_cache_computes_only_wanted_records(mlp_dataset, tmp_path):
     """Features of some records compute those records only (a partition's cache file then holds part of it); a
     later call adds the rest to the same files."""

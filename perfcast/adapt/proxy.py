@@ -99,5 +99,3 @@ def distinct_devices(A) -> np.ndarray:
         if not out or not same_device(np.array(out), v).any():
             out.append(v)
     return np.array(out, np.float32).reshape(-1, A.shape[1])
-
-

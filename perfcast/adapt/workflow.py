@@ -45,7 +45,8 @@ class AdaptConfig:
 
 # ---- pieces the bench reuses ------------------------------------------------------------------------------------
 def task_pool(df, X, device_vector, per_task: int = 8, seed: int = 0):
-    """(task key per row, ProgramFeatures) of up to `per_task` distinct programs per task, on the target device."""
+    """(task key per row, ProgramFeatures) of up to `per_task` distinct programs per task, on the target device.
+    `df`'s index labels are rows of `X` (a frame filtered from the one `X` belongs to will do)."""
     rng = np.random.default_rng(seed)
     first = df.drop_duplicates(["workload_key", "program_hash"])
     rows = []
@@ -53,7 +54,16 @@ def task_pool(df, X, device_vector, per_task: int = 8, seed: int = 0):
         idx = g.index.to_numpy()
         rows.extend(rng.permutation(idx)[:per_task] if len(idx) > per_task else idx)
     rows = np.asarray(sorted(rows))
-    return df["workload_key"].to_numpy()[rows].astype(str), X.take(rows).on_device(device_vector)
+    return df.loc[rows, "workload_key"].to_numpy().astype(str), X.take(rows).on_device(device_vector)
+
+
+def measurable(df, network_rows: list[dict], is_target: np.ndarray) -> np.ndarray:
+    """Rows of `df` whose task `perfcast adapt` can have on the target: the target has records of it already, or
+    a network of the dataset has it at batch size 1 (what `_measure` collects). A task only some network's batch-2
+    version has is no candidate: chosen, it would silently shrink the budget."""
+    keys = {r["workload_key"] for r in network_rows if r["batch_size"] == 1}
+    keys |= set(df["workload_key"].to_numpy()[is_target])
+    return df["workload_key"].isin(keys).to_numpy()
 
 
 def select_tasks(model, df, X, device_vector, k: int, sampler: str, seed: int = 0) -> list[str]:
@@ -143,7 +153,8 @@ def run(cfg: AdaptConfig, log: Callable[[str], None] = print, progress: bool = T
     src = np.flatnonzero(~is_t)
     if len(src) == 0:
         raise PerfcastError(f"the dataset has records of {dkey} only; adaptation needs records of other devices")
-    order = select_tasks(base, df, X, spec.feature_vector(), cfg.budget_tasks, cfg.sampler, cfg.seed)
+    cand = measurable(df, ds.read("networks", columns=["workload_key", "batch_size"]).to_pylist(), is_t)
+    order = select_tasks(base, df[cand], X, spec.feature_vector(), cfg.budget_tasks, cfg.sampler, cfg.seed)
     out = Path(cfg.out) if cfg.out else None
     mout = Path(cfg.measure_out) if cfg.measure_out else (out / "measurements" if out else None)
 

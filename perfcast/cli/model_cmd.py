@@ -20,7 +20,8 @@ EVAL_EXAMPLE = ("Example: perfcast eval --baseline xgb --baseline lgbm --json; o
                 "perfcast eval --eval-min-protocol 2")
 PREDICT_HELP = ("Predict the latency of every program of a perfcast dataset or of a TVM meta-schedule JSON database "
                 "(in get_all_tuning_records() order), with the measured latency where known.")
-PREDICT_EXAMPLE = "Example: perfcast predict-records work_dir/ --device local --json"
+PREDICT_EXAMPLE = ("Example: perfcast predict-records work_dir/ --device local --json; scaled to this machine today: "
+                   "perfcast predict-records work_dir/ --device local --calibrate")
 REPORT_HELP = ("Write plots of a model's test predictions: predicted vs measured (log-log), error CDF, per-network "
                "MAPE (with --baseline models beside).")
 REPORT_EXAMPLE = ("Example: perfcast report --baseline xgb --out runs/report; after `perfcast adapt --out runs/h1`: "
@@ -137,15 +138,27 @@ def predict_records(
     model: Optional[str] = typer.Option(None, help="model directory (default: the bundled model)"),
     device: str = typer.Option("local", help="device the programs run on"),
     limit: int = typer.Option(40, help="table rows to show (the summary line covers all)"),
+    calibrate: bool = typer.Option(False, "--calibrate", help="first time 40 stored programs of the device now "
+                                   "(`perfcast calibrate`, ~30 s) and scale every prediction by how much slower or "
+                                   "faster the machine is today than when its records were measured"),
     json_out: bool = typer.Option(False, "--json", help="print a JSON list"),
 ) -> None:
+    from rich.console import Console
+
     from ..eval.workflow import predict_records as run
 
-    rows = run(path, model, device)
+    ratio, note = None, None
+    if calibrate:
+        from ..collect.calibrate import speed_ratio_or_note
+
+        ratio, note = speed_ratio_or_note(device)
+    rows = run(path, model, device, speed_ratio=ratio)
+    if note or ratio is not None:  # on stderr: stdout stays the JSON list
+        Console(stderr=True).print(" ".join(x for x in (f"speed ratio {ratio:.3f} applied (this machine today / its "
+                                                          f"records)." if ratio is not None else "", note or "") if x))
     if json_out:
         print(json.dumps(rows))
         return
-    from rich.console import Console
     from rich.table import Table
 
     t = Table(title=f"{len(rows)} programs")

@@ -55,14 +55,9 @@ def predict(
         raise PerfcastError(f"--plot {plot} draws predicted vs measured kernels; add --measure")
     ratio, calibration_note = None, None
     if calibrate:
-        from ..collect.calibrate import NoReferences
-        from ..collect.calibrate import calibrate as run_calibration
+        from ..collect.calibrate import speed_ratio_or_note
 
-        try:
-            cal = run_calibration(device)
-            ratio, calibration_note = cal.speed_ratio, cal.note or None
-        except NoReferences as e:  # a CPU without records: predict as without --calibrate, and say so
-            calibration_note = f"not calibrated: {e}"
+        ratio, calibration_note = speed_ratio_or_note(device)
     r = predict_network(network, batch_size, device, model, measure, input_shape, schedules=schedules,
                         method=method, layerwise_model=layerwise_model, speed_ratio=ratio,
                         context={"auto": True, "none": False}.get(context, context),

@@ -169,6 +169,16 @@ def calibrate(device: str = "local", data: str | None = None, programs: int = 40
                        reference_kinds=tuple(k for k in REFERENCE_KINDS if (refs["schedule_kind"] == k).any()))
 
 
+def speed_ratio_or_note(device: str = "local") -> tuple[float | None, str | None]:
+    """For commands with `--calibrate`: (`calibrate(device)`'s speed ratio, its note or None); a device the dataset
+    has no record of gives (None, a note that its predictions stay uncalibrated)."""
+    try:
+        cal = calibrate(device)
+    except NoReferences as e:  # a CPU without records: predict as without --calibrate, and say so
+        return None, f"not calibrated: {e}"
+    return cal.speed_ratio, cal.note or None
+
+
 def check_ratio(ratio: float) -> float:
     if not (math.isfinite(ratio) and ratio > 0):
         raise PerfcastError(f"speed ratio {ratio!r} is not a positive number; use the speed_ratio `perfcast "

@@ -288,23 +288,33 @@ def predict_programs(programs, model=None, device: str = "local") -> np.ndarray:
     return m.predict(features_of_programs(list(programs), device, asm=m.needs_asm))
 
 
-def predict_records(path, model=None, device: str = "local") -> list[dict]:
+def predict_records(path, model=None, device: str = "local", speed_ratio: float | None = None) -> list[dict]:
     """Predictions for every record of a perfcast dataset, or every tuning record of a TVM meta-schedule JSON
-    database (in `get_all_tuning_records()` order), with the measured latency where known."""
+    database (in `get_all_tuning_records()` order), with the measured latency where known. `speed_ratio` (what
+    `perfcast calibrate` measures: this machine today / its records) scales every prediction; each entry then
+    keeps the unscaled one as `uncalibrated_predicted_s`."""
+    from ..collect.calibrate import check_ratio
     from ..data.importer import RECORD_FILE, database_records
     from ..models import load_model
 
     p = Path(path)
+    ratio = None if speed_ratio is None else check_ratio(speed_ratio)
     m = load_model(model)
     if (p / RECORD_FILE).exists():
-        return _predict_database(p, m, device, database_records)
-    if not (p / paths.MARKER).exists():
+        out = _predict_database(p, m, device, database_records)
+    elif not (p / paths.MARKER).exists():
         raise PerfcastError(f"{str(p)!r} is neither a perfcast dataset ({paths.MARKER}) nor a meta-schedule JSON "
                             f"database ({RECORD_FILE}); pass one of those directories")
-    ds, df, X = load_data(p, progress=True, asm=m.needs_asm)
-    pred = m.predict(X)
-    return [{"record_id": r, "task_name": t, "device_id": d, "predicted_s": float(ps), "measured_s": float(ms)}
-            for r, t, d, ps, ms in zip(df["record_id"], df["task_name"], df["device_id"], pred, df["latency_s"])]
+    else:
+        ds, df, X = load_data(p, progress=True, asm=m.needs_asm)
+        pred = m.predict(X)
+        out = [{"record_id": r, "task_name": t, "device_id": d, "predicted_s": float(ps), "measured_s": float(ms)}
+               for r, t, d, ps, ms in zip(df["record_id"], df["task_name"], df["device_id"], pred, df["latency_s"])]
+    if ratio is not None:
+        for e in out:
+            e["uncalibrated_predicted_s"] = e["predicted_s"]
+            e["predicted_s"] = e["predicted_s"] * ratio
+    return out
 
 
 def _predict_database(p: Path, m, device: str, database_records) -> list[dict]:
