@@ -153,9 +153,10 @@ def predict_records(
 
         ratio, note = speed_ratio_or_note(device)
     rows = run(path, model, device, speed_ratio=ratio)
-    if note or ratio is not None:  # on stderr: stdout stays the JSON list
-        Console(stderr=True).print(" ".join(x for x in (f"speed ratio {ratio:.3f} applied (this machine today / its "
-                                                          f"records)." if ratio is not None else "", note or "") if x))
+    said = [f"speed ratio {ratio:.3f} applied (this machine today / its records)." if ratio is not None else "",
+            note or ""]
+    if any(said):  # on stderr, as written (no rich markup): stdout stays the JSON list
+        Console(stderr=True).print(" ".join(x for x in said if x), markup=False)
     if json_out:
         print(json.dumps(rows))
         return
