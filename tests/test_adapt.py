@@ -349,6 +349,26 @@ def test_adapt_measures_a_new_target_for_real(two_cpus, mlp_dataset, tmp_path):
         latent_report(tmp_path / "base", str(data), tmp_path / "report", progress=False)
 
 
+def test_adapt_without_a_collectable_task_says_so_before_measuring(two_cpus, mlp_dataset, tmp_path):
+    """A dataset without network rows (nothing the collector could collect) and without records of the target: a
+    one-line error naming the target and the fix, before anything is measured."""
+    import shutil
+
+    from perfcast.adapt.workflow import AdaptConfig, run
+    from perfcast.data.store import Dataset
+
+    two_cpus[0].save(tmp_path / "base")
+    data = shutil.copytree(mlp_dataset[0], tmp_path / "d")
+    for part in Dataset(data)._parts("networks"):
+        part.unlink()
+    with pytest.raises(PerfcastError, match=r"no task to measure on local:mcpu=nehalem,threads=1@.*: the dataset has "
+                                            r"no network at batch size 1 .* pass --data a dataset collected"):
+        run(AdaptConfig(device="local:mcpu=nehalem,threads=1", model=str(tmp_path / "base"), data=str(data),
+                        budget_tasks=1, method="finetune", out=str(tmp_path / "a")), log=lambda m: None,
+            progress=False)
+    assert not (tmp_path / "a").exists()
+
+
 def test_adapt_with_proxy_names_the_device_the_target_is_predicted_as(two_cpus, mlp_dataset, tmp_path):
     """This machine's records of the mlp are in the data (reused, nothing measured): `proxy` picks among the other
     devices, and the result and the saved model name the pick by its device key."""

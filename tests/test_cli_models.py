@@ -134,37 +134,52 @@ def test_predict_records_json(trained, mlp_dataset):
 
 
 def test_predict_records_scaled_by_a_speed_ratio(trained, mlp_dataset):
-    """`speed_ratio` (what `--calibrate` measures) multiplies every prediction and keeps the unscaled one; a ratio
-    that is no positive number is a one-line error naming the command that measures one."""
+    """`speed_ratio` (what `--calibrate` measures for a device) multiplies the predictions of that device's records
+    and keeps the unscaled ones; the dataset's other devices' records stay as they were. A ratio that is no positive
+    number, or a device the dataset has no record of, is a one-line error."""
     from perfcast.errors import PerfcastError
-    from perfcast.eval.workflow import predict_records
+    from perfcast.eval.workflow import check_calibratable, predict_records
 
     model, _ = trained
-    data, _ = mlp_dataset
+    data, df = mlp_dataset
+    key = df.device_key.iloc[0]
+    mine = (df.device_key == key).to_numpy()
+    assert 0 < mine.sum() < len(df)  # records of this device and of others
     plain = predict_records(data, model)
-    scaled = predict_records(data, model, speed_ratio=1.25)
+    scaled = predict_records(data, model, device=key, speed_ratio=1.25)
     assert [r["record_id"] for r in scaled] == [r["record_id"] for r in plain]
-    np.testing.assert_allclose([r["predicted_s"] for r in scaled], [1.25 * r["predicted_s"] for r in plain])
-    assert [r["uncalibrated_predicted_s"] for r in scaled] == [r["predicted_s"] for r in plain]
+    p, s = np.array([r["predicted_s"] for r in plain]), np.array([r["predicted_s"] for r in scaled])
+    np.testing.assert_allclose(s[mine], 1.25 * p[mine])
+    np.testing.assert_array_equal(s[~mine], p[~mine])
+    assert [r["uncalibrated_predicted_s"] for r in scaled if "uncalibrated_predicted_s" in r] == p[mine].tolist()
     assert [r["measured_s"] for r in scaled] == [r["measured_s"] for r in plain]
     assert "uncalibrated_predicted_s" not in plain[0]
     with pytest.raises(PerfcastError, match=r"speed ratio 0.0 is not a positive number; .*perfcast calibrate"):
-        predict_records(data, model, speed_ratio=0.0)
+        predict_records(data, model, device=key, speed_ratio=0.0)
+    other = "local:mcpu=sandybridge,threads=1"
+    for call in (lambda: predict_records(data, model, device=other, speed_ratio=1.25),
+                 lambda: check_calibratable(data, other)):
+        with pytest.raises(PerfcastError, match=r"the dataset has no records of device 'local:mcpu=sandybridge,"
+                                                r"threads=1@.*; its devices: "):
+            call()
+    check_calibratable(data, key)  # records of the device: passes
     res = runner.invoke(app, ["predict-records", "--help"])
     assert "--calibrate" in res.output
 
 
-def test_predict_records_calibrate_without_references_says_so_on_stderr(trained, mlp_dataset):
-    """`--calibrate` for a device the bundled data has no record of: the predictions stay unscaled, stdout stays
-    the JSON list and stderr says why."""
+def test_predict_records_calibrate_a_device_the_dataset_lacks_fails_before_measuring(trained, mlp_dataset):
+    """`--calibrate` scales a dataset's records of `--device`; a dataset with none is a one-line error that names its
+    devices, given before the 40 reference programs are timed (it returns in well under their ~30 s)."""
+    import time
+
     model, _ = trained
     data, df = mlp_dataset
-    res = _cli("predict-records", str(data), "--model", str(model), "--device", "local:mcpu=sandybridge,threads=1",
-               "--calibrate", "--json")
-    assert res.returncode == 0, res.stderr
-    rows = json.loads(res.stdout)
-    assert len(rows) == len(df) and "uncalibrated_predicted_s" not in rows[0]
-    assert "not calibrated: no record of 'local:mcpu=sandybridge,threads=1@" in " ".join(res.stderr.split())
+    t0 = time.perf_counter()
+    line = _one_line_error(_cli("predict-records", str(data), "--model", str(model),
+                                "--device", "local:mcpu=sandybridge,threads=1", "--calibrate", "--json"))
+    assert time.perf_counter() - t0 < 25
+    assert "the dataset has no records of device 'local:mcpu=sandybridge,threads=1@" in line
+    assert df.device_key.iloc[0] in line
 
 
 def test_feature_cache_computes_only_wanted_records(mlp_dataset, tmp_path):

@@ -212,6 +212,39 @@ def test_errors_are_one_line(imported, tmp_path, monkeypatch):
         summarize(None)
 
 
+def test_predict_records_of_a_database(tuned_db):
+    """`predict_records` on a meta-schedule database: one entry per tuning record in `get_all_tuning_records()` order,
+    `measured_s` the median of its run_secs (none for the failed run), `predicted_s` the bundled model's prediction of
+    the program its trace gives (as `predict_programs` predicts it); a speed ratio scales every entry. The CLI's
+    `--calibrate` for a device without reference records keeps the JSON list on stdout and says why on stderr."""
+    import subprocess
+    import sys
+
+    from perfcast.eval.workflow import predict_programs, predict_records
+
+    db = database_records(tuned_db)
+    rows = predict_records(tuned_db, device=DEVICE)
+    assert [r["index"] for r in rows] == list(range(len(db))) and len(db) == 9
+    for r, d in zip(rows, db):
+        assert ("measured_s" in r) == d.measured
+        if d.measured:
+            assert r["measured_s"] == statistics.median(d.run_secs)
+    assert 0 < sum(d.measured for d in db) < 9
+    ref = predict_programs([d.program() for d in db], device=DEVICE)
+    np.testing.assert_allclose([r["predicted_s"] for r in rows], ref, rtol=1e-6)
+    scaled = predict_records(tuned_db, device=DEVICE, speed_ratio=2.0)
+    np.testing.assert_allclose([r["predicted_s"] for r in scaled], 2.0 * ref, rtol=1e-6)
+    assert [r["uncalibrated_predicted_s"] for r in scaled] == [r["predicted_s"] for r in rows]
+
+    dev = "local:mcpu=sandybridge,threads=1"
+    res = subprocess.run([sys.executable, "-m", "perfcast.cli.app", "predict-records", tuned_db, "--device", dev,
+                          "--calibrate", "--json"], capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert len(out) == 9 and "uncalibrated_predicted_s" not in out[0]
+    assert f"not calibrated: no record of '{dev}@" in " ".join(res.stderr.split())
+
+
 def test_cli_summary_and_import_json(tuned_db, imported):
     from perfcast.cli.app import app
 

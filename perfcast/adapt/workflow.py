@@ -103,13 +103,13 @@ def adapt_model(model, method: str, X_t, y_t, X_src, y_src, params: dict | None 
 
 
 # ---- measuring on the target -------------------------------------------------------------------------------------
-def _measure(ds, tasks: list[str], cfg: AdaptConfig, out: Path, log, progress: bool = True) -> float:
-    """Measure `tasks` on the target with the collector into dataset `out`; returns the seconds spent."""
+def _measure(ds, rows: list[dict], tasks: list[str], cfg: AdaptConfig, out: Path, log, progress: bool = True) -> float:
+    """Measure `tasks` on the target with the collector into dataset `out`, given `rows`, the dataset's network rows
+    at batch size 1; returns the seconds spent."""
     from ..collect.collector import CollectConfig, collect
     from ..data.schema import NetworkTaskRecord, TaskRecord
     from ..data.store import Dataset
 
-    rows = [r for r in ds.read("networks").to_pylist() if r["batch_size"] == 1]
     wanted = set(tasks)
     nets = sorted({r["network"] for r in rows if r["workload_key"] in wanted})
     if not nets:
@@ -153,7 +153,11 @@ def run(cfg: AdaptConfig, log: Callable[[str], None] = print, progress: bool = T
     src = np.flatnonzero(~is_t)
     if len(src) == 0:
         raise PerfcastError(f"the dataset has records of {dkey} only; adaptation needs records of other devices")
-    cand = measurable(df, ds.read("networks", columns=["workload_key", "batch_size"]).to_pylist(), is_t)
+    net_rows = [r for r in ds.read("networks").to_pylist() if r["batch_size"] == 1]
+    cand = measurable(df, net_rows, is_t)
+    if not cand.any():
+        raise PerfcastError(f"no task to measure on {dkey}: the dataset has no network at batch size 1 and no "
+                            "record of the target; pass --data a dataset collected with `perfcast collect`")
     order = select_tasks(base, df[cand], X, spec.feature_vector(), cfg.budget_tasks, cfg.sampler, cfg.seed)
     out = Path(cfg.out) if cfg.out else None
     mout = Path(cfg.measure_out) if cfg.measure_out else (out / "measurements" if out else None)
@@ -180,7 +184,7 @@ def run(cfg: AdaptConfig, log: Callable[[str], None] = print, progress: bool = T
                 raise PerfcastError("measuring on the target needs a place for the records; pass --out DIR "
                                     "(or --measure-out DIR)")
             log(f"measuring {len(todo)} tasks x {cfg.programs_per_task} programs on {spec.device_id}")
-            seconds += _measure(ds, todo, cfg, mout, log, progress)
+            seconds += _measure(ds, net_rows, todo, cfg, mout, log, progress)
             _, mdf, mX = load_data(mout, progress=progress, asm=base.needs_asm)
             mt = mdf["device_key"].to_numpy() == dkey
             my = mdf["latency_s"].to_numpy()

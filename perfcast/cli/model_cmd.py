@@ -136,11 +136,13 @@ def evaluate(
 def predict_records(
     path: str = typer.Argument(..., help="a perfcast dataset or a TVM meta-schedule JSON database directory"),
     model: Optional[str] = typer.Option(None, help="model directory (default: the bundled model)"),
-    device: str = typer.Option("local", help="device the programs run on"),
+    device: str = typer.Option("local", help="device a database's programs run on (a dataset's records are "
+                               "predicted on the device each was measured on)"),
     limit: int = typer.Option(40, help="table rows to show (the summary line covers all)"),
     calibrate: bool = typer.Option(False, "--calibrate", help="first time 40 stored programs of the device now "
-                                   "(`perfcast calibrate`, ~30 s) and scale every prediction by how much slower or "
-                                   "faster the machine is today than when its records were measured"),
+                                   "(`perfcast calibrate`, ~30 s) and scale the device's predictions by how much "
+                                   "slower or faster the machine is today than when its records were measured (in "
+                                   "a dataset: only the records of --device)"),
     json_out: bool = typer.Option(False, "--json", help="print a JSON list"),
 ) -> None:
     from rich.console import Console
@@ -150,7 +152,9 @@ def predict_records(
     ratio, note = None, None
     if calibrate:
         from ..collect.calibrate import speed_ratio_or_note
+        from ..eval.workflow import check_calibratable
 
+        check_calibratable(path, device)  # a dataset without the device's records: say so before measuring
         ratio, note = speed_ratio_or_note(device)
     rows = run(path, model, device, speed_ratio=ratio)
     said = [f"speed ratio {ratio:.3f} applied (this machine today / its records)." if ratio is not None else "",

@@ -289,10 +289,12 @@ def predict_programs(programs, model=None, device: str = "local") -> np.ndarray:
 
 
 def predict_records(path, model=None, device: str = "local", speed_ratio: float | None = None) -> list[dict]:
-    """Predictions for every record of a perfcast dataset, or every tuning record of a TVM meta-schedule JSON
-    database (in `get_all_tuning_records()` order), with the measured latency where known. `speed_ratio` (what
-    `perfcast calibrate` measures: this machine today / its records) scales every prediction; each entry then
-    keeps the unscaled one as `uncalibrated_predicted_s`."""
+    """Predictions for every record of a perfcast dataset (each on the device it was measured on), or every tuning
+    record of a TVM meta-schedule JSON database (in `get_all_tuning_records()` order, on `device`), with the measured
+    latency where known. `speed_ratio` (what `perfcast calibrate` measures for `device`: this machine today / its
+    records) scales the predictions of `device`'s programs (a dataset's other devices' stay as they are; a dataset
+    without records of `device` is an error); each scaled entry keeps the unscaled one as
+    `uncalibrated_predicted_s`."""
     from ..collect.calibrate import check_ratio
     from ..data.importer import RECORD_FILE, database_records
     from ..models import load_model
@@ -302,6 +304,7 @@ def predict_records(path, model=None, device: str = "local", speed_ratio: float 
     m = load_model(model)
     if (p / RECORD_FILE).exists():
         out = _predict_database(p, m, device, database_records)
+        scaled = np.ones(len(out), bool)
     elif not (p / paths.MARKER).exists():
         raise PerfcastError(f"{str(p)!r} is neither a perfcast dataset ({paths.MARKER}) nor a meta-schedule JSON "
                             f"database ({RECORD_FILE}); pass one of those directories")
@@ -310,11 +313,22 @@ def predict_records(path, model=None, device: str = "local", speed_ratio: float 
         pred = m.predict(X)
         out = [{"record_id": r, "task_name": t, "device_id": d, "predicted_s": float(ps), "measured_s": float(ms)}
                for r, t, d, ps, ms in zip(df["record_id"], df["task_name"], df["device_id"], pred, df["latency_s"])]
+        scaled = records_of_device(df, device)[1] if ratio is not None else None
     if ratio is not None:
-        for e in out:
+        for e in (e for e, s in zip(out, scaled) if s):
             e["uncalibrated_predicted_s"] = e["predicted_s"]
             e["predicted_s"] = e["predicted_s"] * ratio
     return out
+
+
+def check_calibratable(path, device: str) -> None:
+    """Before `perfcast predict-records --calibrate` measures anything: a perfcast dataset at `path` must have records
+    of `device` (the ones the speed ratio scales); a meta-schedule database passes."""
+    from ..data.importer import RECORD_FILE
+
+    p = Path(path)
+    if (p / paths.MARKER).exists() and not (p / RECORD_FILE).exists():
+        records_of_device(open_records(p)[1], device)
 
 
 def _predict_database(p: Path, m, device: str, database_records) -> list[dict]:
