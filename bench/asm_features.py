@@ -49,15 +49,32 @@ def sample(df, per_train: int, per_test: int, seed: int = 0):
     return np.sort(np.asarray(keep, dtype=np.int64))
 
 
-def main(argv=None) -> None:
+def sampled_records(data, device: str, per_train: int, per_test: int):
+    """(dataset, records frame) of `device`'s records of `data` (None: the bundled dataset), `sample`d; one-line
+    errors for a device without records or a per-task count below 1."""
+    from perfcast import paths
     from perfcast.data.frame import records_frame
     from perfcast.data.store import Dataset
+    from perfcast.errors import PerfcastError
+
+    for flag, v in (("per-train", per_train), ("per-test", per_test)):
+        if v < 1:
+            raise PerfcastError(f"--{flag} {v} must be at least 1 program per task")
+    ds = Dataset(data if data is not None else paths.bundled_dataset_dir())
+    df = records_frame(ds)
+    known = sorted(df["device_key"].unique())
+    if device not in known:
+        raise PerfcastError(f"device {device!r} has no records in {str(ds.root)!r}; pass --device one of {known}")
+    df = df[df["device_key"] == device].reset_index(drop=True)
+    return ds, df.iloc[sample(df, per_train, per_test)].reset_index(drop=True)
+
+
+def main(argv=None) -> None:
     from perfcast.errors import PerfcastError
     from perfcast.eval.metrics import summarize
     from perfcast.eval.workflow import make_split, train
     from perfcast.features.asm_cache import dataset_asm
     from perfcast.features.cache import dataset_features
-    from perfcast import paths
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", default=None, help="dataset directory (default: the bundled one)")
@@ -70,17 +87,7 @@ def main(argv=None) -> None:
     a = ap.parse_args(argv)
     if a.model not in RECIPES:
         raise PerfcastError(f"--model {a.model!r} is not one of {', '.join(RECIPES)}; pick one of them")
-    for flag in ("per_train", "per_test"):
-        if getattr(a, flag) < 1:
-            raise PerfcastError(f"--{flag.replace('_', '-')} {getattr(a, flag)} must be at least 1 program per task")
-
-    ds = Dataset(a.data if a.data is not None else paths.bundled_dataset_dir())
-    df = records_frame(ds)
-    known = sorted(df["device_key"].unique())
-    if a.device not in known:
-        raise PerfcastError(f"device {a.device!r} has no records in {str(ds.root)!r}; pass --device one of {known}")
-    df = df[df["device_key"] == a.device].reset_index(drop=True)
-    df = df.iloc[sample(df, a.per_train, a.per_test)].reset_index(drop=True)
+    ds, df = sampled_records(a.data, a.device, a.per_train, a.per_test)
     X = dataset_features(ds, df, progress=not a.json)
     X.asm = dataset_asm(ds, df, progress=not a.json)
 

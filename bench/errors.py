@@ -9,6 +9,15 @@ The MAPE is recomputed with each (task, device)'s median log ratio removed (the 
 would leave) and with each device's (what a perfect calibration would leave). No measuring: it reads the dataset
 and cached features.
 
+Three more figures say whether a better model or better features are needed. The *dispersion slope*: within each
+(task, device), log measured regressed on log predicted (1: the predictions spread a task's schedules as much as
+they should; above 1: too flat). The *shared error*: for programs measured on several devices, the correlation of
+a record's log error with the program's mean log error on the other devices (near 0: the error is the device's or the
+timer's; high: it is the program's, on every CPU alike, and the features miss something about the program). The
+*feature collisions*: records of the dataset whose feature rows (every column the model reads) are identical to
+another record's, and how far their latencies lie from their group's median (what no model on these features can
+get under).
+
 `--part train` (or `val`) asks the same of the programs the model was fitted on (or early-stopped on): a training
 error close to the test error means the model under-fits (its features cannot tell the schedules apart), a much
 lower one that it over-fits. `--sample N` scores N programs of the part drawn at random (seed 0).
@@ -54,6 +63,55 @@ def _mape_without(log_ratio: np.ndarray, keys) -> float:
     return float(np.mean(np.abs(np.exp(centred.to_numpy()) - 1)))
 
 
+def dispersion_slope(log_pred: np.ndarray, log_y: np.ndarray, groups) -> float:
+    """Least-squares slope of log measured on log predicted, each centred on its group's mean."""
+    import pandas as pd
+
+    cy = log_y - pd.Series(log_y).groupby(groups).transform("mean").to_numpy()
+    cp = log_pred - pd.Series(log_pred).groupby(groups).transform("mean").to_numpy()
+    return float((cp * cy).sum() / (cp * cp).sum())
+
+
+def shared_error(log_ratio: np.ndarray, program, device) -> dict:
+    """Correlation of each (program, device)'s log error with the mean of the same program's on the other devices,
+    over the programs of two or more devices."""
+    import pandas as pd
+
+    d = pd.DataFrame({"p": np.asarray(program).astype(str), "dev": np.asarray(device).astype(str), "r": log_ratio})
+    d = d.groupby(["p", "dev"], as_index=False)["r"].mean()
+    k = d.groupby("p")["r"].transform("size").to_numpy()
+    multi = k >= 2
+    if multi.sum() < 3:
+        return {"programs": int(d.loc[multi, "p"].nunique()), "correlation": float("nan")}
+    s = d.groupby("p")["r"].transform("sum").to_numpy()
+    r = d["r"].to_numpy()
+    other = (s - r)[multi] / (k[multi] - 1)
+    return {"programs": int(d.loc[multi, "p"].nunique()), "correlation": float(np.corrcoef(r[multi], other)[0, 1])}
+
+
+def feature_collisions(X, y: np.ndarray) -> dict:
+    """Records whose every feature column equals another record's: how many, and their latencies' mean absolute
+    relative distance to their group's median."""
+    import hashlib
+
+    import pandas as pd
+
+    def row_hash(i: int) -> str:
+        h = hashlib.blake2b(digest_size=12)
+        parts = (X.leaves[i], X.ordering[i], X.stores[i], X.analytic[i], X.device[i]) + \
+            (() if X.asm is None else (X.asm[i],))
+        for a in parts:
+            h.update(np.ascontiguousarray(a).tobytes())
+        return h.hexdigest()
+
+    key = pd.Series([row_hash(i) for i in range(len(X))])
+    size = key.groupby(key).transform("size").to_numpy()
+    med = pd.Series(y).groupby(key).transform("median").to_numpy()
+    g = size >= 2
+    return {"records": int(len(X)), "in_groups": int(g.sum()),
+            "mape_to_group_median": float(np.mean(np.abs(med[g] / y[g] - 1))) if g.any() else float("nan")}
+
+
 def breakdown(y: np.ndarray, pred: np.ndarray, frame) -> dict:
     """The tables and the offset-vs-ranking figures for test records `frame` (task_name, schedule_kind, protocol,
     device_key, workload_key), measured `y`, predicted `pred`."""
@@ -77,6 +135,8 @@ def breakdown(y: np.ndarray, pred: np.ndarray, frame) -> dict:
     task = frame["workload_key"].astype(str).to_numpy() + "|" + frame["device_key"].astype(str).to_numpy()
     out["mape_without_task_offsets"] = _mape_without(lr, task)
     out["mape_without_device_offsets"] = _mape_without(lr, frame["device_key"].to_numpy())
+    out["dispersion_slope"] = dispersion_slope(np.log(pred), np.log(y), task)
+    out["shared_error"] = shared_error(lr, frame["program_hash"].to_numpy(), frame["device_key"].to_numpy())
     return out
 
 
@@ -91,9 +151,8 @@ def main() -> None:
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
 
-    from perfcast.eval.workflow import own_split
-
     from perfcast.errors import PerfcastError
+    from perfcast.eval.workflow import own_split
 
     m, ds, df, X, name, sp = own_split(a.model, a.data)
     idx = getattr(sp, a.part)
@@ -103,7 +162,8 @@ def main() -> None:
         idx = np.sort(np.random.default_rng(0).choice(idx, min(a.sample, len(idx)), replace=False))
     y = df["latency_s"].to_numpy()[idx]
     out = {"model": m.name, "split": name, "part": a.part,
-           **breakdown(y, m.predict(X.take(idx)), df.iloc[idx])}
+           **breakdown(y, m.predict(X.take(idx)), df.iloc[idx]),
+           "feature_collisions": feature_collisions(X, df["latency_s"].to_numpy())}
     if a.json:
         print(json.dumps(out, indent=1))
         return
@@ -115,6 +175,12 @@ def main() -> None:
     print(f"\nMAPE {out['mape']:.1%}; with each (task, device)'s median offset removed "
           f"{out['mape_without_task_offsets']:.1%}; with each device's removed "
           f"{out['mape_without_device_offsets']:.1%}")
+    sh, fc = out["shared_error"], out["feature_collisions"]
+    print(f"dispersion slope within each (task, device) {out['dispersion_slope']:.3f}; shared error: a record's log "
+          f"error vs the same program's on other devices, correlation {sh['correlation']:.3f} "
+          f"({sh['programs']} programs)")
+    print(f"feature collisions: {fc['in_groups']} of the dataset's {fc['records']} records share every feature column "
+          f"with another; their latencies lie {fc['mape_to_group_median']:.1%} from their group's median")
 
 
 if __name__ == "__main__":

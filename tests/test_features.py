@@ -569,13 +569,14 @@ def test_asm_classify(mnemonic, ops, cls):
 
 
 def test_asm_loops_and_counts_by_hand():
-    from perfcast.features.asm import ASM_FEATURES, asm_figures, loops, parse
+    from perfcast.features.asm import ASM_FEATURES, asm_figures, innermost, loops, parse
 
     funcs = parse(ASM)
     assert len(funcs) == 1  # the runtime helpers are skipped
     # instruction positions (labels included): 0 subq, 1 .LBB1_1, 2 xorl, 3 .LBB1_2, 4..11 inner body + jne,
     # 12 vmovups, 13 decq, 14 jne .LBB1_1, 15 .LBB1_4, 16 vaddss, 17 jb, 18 jmp (forward), 19 .LBB1_5, 20 retq
     assert loops(funcs[0]) == [(3, 11), (1, 14), (15, 17)]
+    assert innermost(loops(funcs[0])) == [(3, 11), (15, 17)]  # (1, 14) holds (3, 11)
     fig = asm_figures(ASM, flops=1024.0)
     assert list(fig) == list(ASM_FEATURES)
     assert (fig["n_loops"], fig["n_innermost"], fig["max_depth"], fig["max_inner_body"]) == (3, 2, 2, 8)

@@ -310,10 +310,10 @@ def predict_records(path, model=None, device: str = "local", speed_ratio: float 
                             f"database ({RECORD_FILE}); pass one of those directories")
     else:
         ds, df, X = load_data(p, progress=True, asm=m.needs_asm)
+        scaled = records_of_device(df, device)[1] if ratio is not None else None  # (no such records: an error)
         pred = m.predict(X)
         out = [{"record_id": r, "task_name": t, "device_id": d, "predicted_s": float(ps), "measured_s": float(ms)}
                for r, t, d, ps, ms in zip(df["record_id"], df["task_name"], df["device_id"], pred, df["latency_s"])]
-        scaled = records_of_device(df, device)[1] if ratio is not None else None
     if ratio is not None:
         for e in (e for e, s in zip(out, scaled) if s):
             e["uncalibrated_predicted_s"] = e["predicted_s"]

@@ -133,6 +133,11 @@ def loops(func: list[tuple[str, str]]) -> list[tuple[int, int]]:
     return out
 
 
+def innermost(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The loops of `spans` (`loops`) that contain no other."""
+    return [s for s in spans if not any(o != s and s[0] <= o[0] and o[1] <= s[1] for o in spans)]
+
+
 ASM_FEATURES = (*(f"all_{c}" for c in CLASSES), *(f"inner_{c}" for c in CLASSES),
                  "n_loops", "n_innermost", "max_depth", "max_inner_body", "inner_fp_lanes",
                  "est_executed_insts", "est_executed_mem")
@@ -145,7 +150,7 @@ def asm_figures(asm: str, flops: float) -> dict[str, float]:
     inner_insts = inner_mem = lanes = 0.0
     for func in parse(asm):
         spans = loops(func)
-        inner = [s for s in spans if not any(o != s and s[0] <= o[0] and o[1] <= s[1] for o in spans)]
+        inner = innermost(spans)
         n_loops += len(spans)
         n_inner += len(inner)
         in_inner = np.zeros(len(func), bool)
