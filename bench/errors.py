@@ -14,7 +14,8 @@ Three more figures say whether a better model or better features are needed. The
 they should; above 1: too flat). The *shared error*: for programs measured on several devices, the correlation of
 a record's log error with the program's mean log error on the other devices (near 0: the error is the device's or the
 timer's; high: it is the program's, on every CPU alike, and the features miss something about the program). The
-*feature collisions*: records of the dataset whose feature rows (every column the model reads) are identical to
+*feature collisions*: records of the dataset whose feature rows (every column loaded for the model: compact AST,
+per-store, analytic, device, and assembly if it reads them) are identical to
 another record's, and how far their latencies lie from their group's median (what no model on these features can
 get under).
 
@@ -54,21 +55,21 @@ def latency_buckets(latency_s: np.ndarray) -> np.ndarray:
     return pd.cut(latency_s, e, right=False, labels=names).astype(str)
 
 
-def _mape_without(log_ratio: np.ndarray, keys) -> float:
-    """MAPE after removing each group's median log ratio."""
+def _centred(x: np.ndarray, groups, stat: str) -> np.ndarray:
+    """`x` minus its group's `stat` ('median', 'mean')."""
     import pandas as pd
 
-    lr = pd.Series(log_ratio)
-    centred = lr - lr.groupby(keys).transform("median").to_numpy()
-    return float(np.mean(np.abs(np.exp(centred.to_numpy()) - 1)))
+    return x - pd.Series(x).groupby(groups).transform(stat).to_numpy()
+
+
+def _mape_without(log_ratio: np.ndarray, keys) -> float:
+    """MAPE after removing each group's median log ratio."""
+    return float(np.mean(np.abs(np.exp(_centred(log_ratio, keys, "median")) - 1)))
 
 
 def dispersion_slope(log_pred: np.ndarray, log_y: np.ndarray, groups) -> float:
     """Least-squares slope of log measured on log predicted, each centred on its group's mean."""
-    import pandas as pd
-
-    cy = log_y - pd.Series(log_y).groupby(groups).transform("mean").to_numpy()
-    cp = log_pred - pd.Series(log_pred).groupby(groups).transform("mean").to_numpy()
+    cy, cp = _centred(log_y, groups, "mean"), _centred(log_pred, groups, "mean")
     return float((cp * cy).sum() / (cp * cp).sum())
 
 

@@ -59,24 +59,22 @@ def mca_regions(blocks: list[list[str]], cpu: str) -> list[tuple[float, float]]:
 
 
 def mca_columns(asm: str, flops: float, cpu: str) -> np.ndarray:
-    """(len(MCA_COLUMNS),) the program's llvm-mca columns (module docstring); NaN if llvm-mca refused every loop."""
+    """(len(MCA_COLUMNS),) the program's llvm-mca columns (module docstring); NaN if llvm-mca refused its loops.
+    The floating-point lanes per pass are summed over the loop bodies as simulated (two innermost loops that share
+    instructions count them twice, as llvm-mca runs them twice)."""
     from perfcast.features.asm import _lanes, classify, innermost, loops, parse
 
-    bodies = []
-    for func in parse(asm):
-        for a, b in innermost(loops(func)):
-            body = [(m, ops) for m, ops in func[a:b + 1] if not m.startswith("label:")]
-            if body:
-                bodies.append(body)
-    res = mca_regions([[f"\t{m}\t{ops}" for m, ops in body] for body in bodies], cpu) if bodies else []
-    ok = [(c, t, body) for (c, t), body in zip(res, bodies) if np.isfinite(c)]
-    if bodies and not ok:
+    bodies = [[(m, ops) for m, ops in func[a:b + 1] if not m.startswith("label:")]
+              for func in parse(asm) for a, b in innermost(loops(func))]
+    bodies = [b for b in bodies if b]
+    res = mca_regions([[f"\t{m}\t{ops}" for m, ops in b] for b in bodies], cpu) if bodies else []
+    if res and not np.isfinite(res[0][0]):  # mca_regions is all or nothing
         return np.full(len(MCA_COLUMNS), np.nan, np.float32)
-    cycles, rthr = sum(c for c, _, _ in ok), sum(t for _, t, _ in ok)
-    lanes = sum(_lanes(classify(m, ops), m) for _, _, body in ok for m, ops in body)
+    cycles, rthr = sum(c for c, _ in res), sum(t for _, t in res)
+    lanes = sum(_lanes(classify(m, ops), m) for b in bodies for m, ops in b)
     est = (flops / lanes if lanes else 0.0) * cycles
     return np.array([np.log2(1 + cycles), np.log2(1 + rthr), np.log2(1 + est),
-                     cycles / rthr if rthr > 0 else np.nan, len(ok)], np.float32)
+                     cycles / rthr if rthr > 0 else np.nan, len(res)], np.float32)
 
 
 def record_columns(args) -> tuple[str, list[float]]:

@@ -296,18 +296,16 @@ def predict_records(path, model=None, device: str = "local", speed_ratio: float 
     without records of `device` is an error); each scaled entry keeps the unscaled one as
     `uncalibrated_predicted_s`."""
     from ..collect.calibrate import check_ratio
-    from ..data.importer import RECORD_FILE, database_records
+    from ..data.importer import database_records
     from ..models import load_model
 
     p = Path(path)
+    kind = records_kind(p)
     ratio = None if speed_ratio is None else check_ratio(speed_ratio)
     m = load_model(model)
-    if (p / RECORD_FILE).exists():
+    if kind == "database":
         out = _predict_database(p, m, device, database_records)
         scaled = np.ones(len(out), bool)
-    elif not (p / paths.MARKER).exists():
-        raise PerfcastError(f"{str(p)!r} is neither a perfcast dataset ({paths.MARKER}) nor a meta-schedule JSON "
-                            f"database ({RECORD_FILE}); pass one of those directories")
     else:
         ds, df, X = load_data(p, progress=True, asm=m.needs_asm)
         scaled = records_of_device(df, device)[1] if ratio is not None else None  # (no such records: an error)
@@ -321,14 +319,24 @@ def predict_records(path, model=None, device: str = "local", speed_ratio: float 
     return out
 
 
+def records_kind(p: Path) -> str:
+    """'database' (a meta-schedule JSON database) or 'dataset' (a perfcast dataset) for `predict_records`; anything
+    else is a one-line error."""
+    from ..data.importer import RECORD_FILE
+
+    if (p / RECORD_FILE).exists():
+        return "database"
+    if (p / paths.MARKER).exists():
+        return "dataset"
+    raise PerfcastError(f"{str(p)!r} is neither a perfcast dataset ({paths.MARKER}) nor a meta-schedule JSON "
+                        f"database ({RECORD_FILE}); pass one of those directories")
+
+
 def check_calibratable(path, device: str) -> None:
     """Before `perfcast predict-records --calibrate` measures anything: a perfcast dataset at `path` must have records
     of `device` (the ones the speed ratio scales); a meta-schedule database passes."""
-    from ..data.importer import RECORD_FILE
-
-    p = Path(path)
-    if (p / paths.MARKER).exists() and not (p / RECORD_FILE).exists():
-        records_of_device(open_records(p)[1], device)
+    if records_kind(Path(path)) == "dataset":
+        records_of_device(open_records(path)[1], device)
 
 
 def _predict_database(p: Path, m, device: str, database_records) -> list[dict]:
