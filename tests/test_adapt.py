@@ -316,7 +316,7 @@ def test_methods_need_a_trainable_model_and_target_data(two_cpus):
 def test_adapt_measures_a_new_target_for_real(two_cpus, mlp_dataset, tmp_path):
     """The data has no record of local:mcpu=nehalem,threads=1: the chosen task's programs are measured by the
     collector (SSE4.2 code, one thread), the model adapted to them and saved with the device among its training
-    devices (so `perfcast predict` does not warn about it)."""
+    devices (so `perfcast predict` does not warn about it), without the base's prediction intervals."""
     from perfcast.adapt.workflow import AdaptConfig, run
     from perfcast.data.frame import records_frame
     from perfcast.data.store import Dataset
@@ -324,8 +324,11 @@ def test_adapt_measures_a_new_target_for_real(two_cpus, mlp_dataset, tmp_path):
     from perfcast.devices.base import device_key
     from perfcast.models import load_model
 
+    from perfcast.models.base import update_model_info
+
     base = two_cpus[0]
     base.save(tmp_path / "base")
+    update_model_info(tmp_path / "base", "intervals", {"level": 0.8, "n": 100, "all": [0.8, 1.3], "regions": {}})
     data, _ = mlp_dataset
     dev = "local:mcpu=nehalem,threads=1"
     r = run(AdaptConfig(device=dev, model=str(tmp_path / "base"), data=str(data), budget_tasks=1,
@@ -339,6 +342,8 @@ def test_adapt_measures_a_new_target_for_real(two_cpus, mlp_dataset, tmp_path):
     m = load_model(tmp_path / "adapted")
     assert m.info_["train_devices"][device_key(get_device(dev))] == 2
     assert m.info_["adapted"]["method"] == "finetune"
+    # the base's intervals were its errors on its own devices; no held-out record of the target to refit them on
+    assert load_model(tmp_path / "base").info_["intervals"]["all"] == [0.8, 1.3] and "intervals" not in m.info_
     # CDMPP Fig. 11 for it: the target's latents come from the measurements beside the adapted model
     from perfcast.adapt.workflow import latent_report
 

@@ -4,6 +4,7 @@ on a small dataset holding the bundled dataset's mlp records (about 90 programs 
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 
@@ -88,6 +89,42 @@ def test_train_json(trained, mlp_dataset):
     assert meta["info"]["default_weight"] == 10.0  # the training recipe's default, recorded
 
 
+def test_train_stores_intervals_fitted_on_the_validation_part(trained, mlp_dataset):
+    """The saved model keeps the split-conformal bounds of its own errors on the split's validation programs."""
+    from perfcast.eval.intervals import conformal_bounds, program_regions
+    from perfcast.eval.workflow import load_data, make_split
+    from perfcast.models import load_model
+
+    model, r = trained
+    data, _ = mlp_dataset
+    _, df, X = load_data(data, progress=False)
+    sp = make_split(df, "random", 0, None)
+    m = load_model(model)
+    Xv = X.take(sp.val)
+    log_err = np.log(df["latency_s"].to_numpy()[sp.val] / m.predict(Xv))
+    t = m.info_["intervals"]
+    assert t["level"] == 0.8 and t["n"] == len(sp.val) >= 20 and t["fitted_on"] == "validation"
+    assert t["all"] == pytest.approx(conformal_bounds(log_err, 0.8), rel=1e-9)
+    k = np.argsort(log_err)  # by hand: ranks floor(0.1 (n + 1)) and ceil(0.9 (n + 1))
+    n = len(k)
+    assert t["all"] == pytest.approx([np.exp(log_err[k[int(0.1 * (n + 1) + 1e-9) - 1]]),
+                                      np.exp(log_err[k[math.ceil(0.9 * (n + 1) - 1e-9) - 1]])], rel=1e-9)
+    assert t["all"][0] < 1 < t["all"][1]
+    regions = program_regions(Xv)
+    for reg, bounds in t["regions"].items():
+        assert (regions == int(reg)).sum() >= 50
+        assert bounds == pytest.approx(conformal_bounds(log_err[regions == int(reg)], 0.8), rel=1e-9)
+    # the test part's coverage, reported by train and eval alike, by hand
+    Xt, yt = X.take(sp.test), df["latency_s"].to_numpy()[sp.test]
+    pt, rt = m.predict(Xt), program_regions(Xt)
+    lo = np.array([t["regions"].get(str(g), t["all"])[0] for g in rt])
+    hi = np.array([t["regions"].get(str(g), t["all"])[1] for g in rt])
+    cov = np.mean((yt >= pt * lo) & (yt <= pt * hi))
+    assert r["xgb"]["interval"] == {"level": 0.8, "coverage": pytest.approx(cov, abs=1e-12)}
+    res = _cli("eval", "--model", str(model), "--data", str(data), "--json")
+    assert json.loads(res.stdout.strip().splitlines()[-1])["xgb"]["interval"]["coverage"] == pytest.approx(cov)
+
+
 def test_default_weight_is_validated_before_training(tmp_path):
     line = _one_line_error(_cli("train", "--model", "xgb", "--default-weight", "-1", "--out", str(tmp_path / "m")))
     assert line.startswith("error: default weight -1.0 must be a positive number")
@@ -131,6 +168,14 @@ def test_predict_records_json(trained, mlp_dataset):
     assert np.isfinite(pred).all() and (pred > 0).all()
     # the training part is most of the records: overall MAPE is below that of a constant (the median)
     assert mape(measured, pred) < mape(measured, np.full_like(measured, np.median(measured)))
+    # the model's intervals (fitted on its validation records) around every prediction: one of its table's
+    # (low, high) factor pairs each
+    low, high = np.array([x["predicted_low_s"] for x in rows]), np.array([x["predicted_high_s"] for x in rows])
+    table = json.loads((model / "model.json").read_text())["info"]["intervals"]
+    pairs = np.array([table["all"], *table["regions"].values()])
+    f = np.stack([low / pred, high / pred], axis=1)
+    assert np.isclose(f[:, None, :], pairs[None], rtol=1e-9).all(axis=2).any(axis=1).all()
+    assert (low < pred).all() and (pred < high).all()
 
 
 def test_predict_records_scaled_by_a_speed_ratio(trained, mlp_dataset):

@@ -232,8 +232,20 @@ def test_predict_records_of_a_database(tuned_db):
     assert 0 < sum(d.measured for d in db) < 9
     ref = predict_programs([d.program() for d in db], device=DEVICE)
     np.testing.assert_allclose([r["predicted_s"] for r in rows], ref, rtol=1e-6)
+    # the bundled model's prediction intervals: each program's prediction times its region's bounds
+    from perfcast.eval.intervals import interval_factors, model_intervals, program_regions
+    from perfcast.features.cache import features_of_programs
+    from perfcast.models import load_model
+
+    m = load_model()
+    lo, hi = interval_factors(model_intervals(m), program_regions(
+        features_of_programs([d.program() for d in db], DEVICE, asm=m.needs_asm)))
+    np.testing.assert_allclose([r["predicted_low_s"] for r in rows], ref * lo, rtol=1e-6)
+    np.testing.assert_allclose([r["predicted_high_s"] for r in rows], ref * hi, rtol=1e-6)
+    assert (lo < 1).all() and (hi > 1).all()
     scaled = predict_records(tuned_db, device=DEVICE, speed_ratio=2.0)
     np.testing.assert_allclose([r["predicted_s"] for r in scaled], 2.0 * ref, rtol=1e-6)
+    np.testing.assert_allclose([r["predicted_high_s"] for r in scaled], 2.0 * ref * hi, rtol=1e-6)
     assert [r["uncalibrated_predicted_s"] for r in scaled] == [r["predicted_s"] for r in rows]
 
     dev = "local:mcpu=sandybridge,threads=1"

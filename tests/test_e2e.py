@@ -3,6 +3,7 @@ and `perfcast predict` on the MLP with a real measurement."""
 
 from __future__ import annotations
 
+import json
 import math
 import re
 
@@ -413,6 +414,39 @@ def test_a_speed_ratio_scales_every_kernel_and_keeps_the_uncalibrated_total():
     assert all(k["predicted_s"] == pytest.approx(1.25 * by_name[k["name"]], rel=1e-12) for k in cal["kernels"])
     with pytest.raises(PerfcastError, match="speed ratio -1.0 is not a positive number"):
         predict_network("mlp", speed_ratio=-1.0)
+
+
+def test_a_network_interval_replays_every_kernel_at_its_bounds(tmp_path):
+    """With the bundled model's interval table: each kernel's bounds are its prediction times its region's factors
+    and the network's (one unit, no context) is the sum of the kernels' bounds times their calls; a model without a
+    table gives no interval."""
+    import shutil
+
+    from perfcast import paths
+    from perfcast.e2e import predict_network
+    from perfcast.models import load_model
+
+    m = load_model()
+    table = m.info_["intervals"]
+    r = predict_network("mlp", model=m, context=False)
+    factors = {tuple(b) for b in [table["all"], *table["regions"].values()]}
+    for k in r["kernels"]:
+        lo, hi = k["predicted_low_s"] / k["predicted_s"], k["predicted_high_s"] / k["predicted_s"]
+        assert any(lo == pytest.approx(f[0], rel=1e-9) and hi == pytest.approx(f[1], rel=1e-9) for f in factors)
+        assert k["predicted_low_s"] < k["predicted_s"] < k["predicted_high_s"]
+    iv = r["interval"]
+    assert iv["level"] == 0.8 and iv["fitted_on"] == "validation"
+    assert iv["low_s"] == pytest.approx(sum(k["predicted_low_s"] * k["calls"] for k in r["kernels"]), rel=1e-9)
+    assert iv["high_s"] == pytest.approx(sum(k["predicted_high_s"] * k["calls"] for k in r["kernels"]), rel=1e-9)
+    # the same model without its table
+    bare = tmp_path / "bare"
+    shutil.copytree(paths.bundled_model_dir(), bare)
+    meta = json.loads((bare / "model.json").read_text())
+    del meta["info"]["intervals"]
+    (bare / "model.json").write_text(json.dumps(meta))
+    r2 = predict_network("mlp", model=str(bare), context=False)
+    assert "interval" not in r2 and all("predicted_low_s" not in k for k in r2["kernels"])
+    assert r2["predicted_s"] == pytest.approx(r["predicted_s"], rel=1e-9)
 
 
 @pytest.mark.parametrize("value, expect", [

@@ -339,3 +339,47 @@ def test_records_of_device_by_key_or_id():
     assert key == here and mask.tolist() == [False, True, False]
     with pytest.raises(PerfcastError, match=re.escape(f"no records of device {here!r}; its devices: local@A/x")):
         records_of_device(df.iloc[[0]], "local")
+
+
+# -------------------------------------------------------------------------------------------- prediction intervals
+def test_conformal_bounds_are_the_order_statistics_by_hand():
+    """n = 19 log errors, level 0.8: ranks ⌊20 · 0.1⌋ = 2 and ⌈20 · 0.9⌉ = 18 of the sorted errors; level 0.5:
+    ranks 5 and 15; a level so wide that the rank falls outside 1..n clips to the extremes."""
+    from perfcast.eval.intervals import conformal_bounds
+
+    r = np.array([0.3, -0.2, 0.05, -0.6, 0.1, 0.0, 0.9, -0.05, 0.2, -0.1, 0.15, -0.3, 0.4, -0.15, 0.25, 0.02,
+                  -0.4, 0.6, 0.07])
+    s = np.sort(r)
+    assert conformal_bounds(r, 0.8) == pytest.approx((math.exp(s[1]), math.exp(s[17])), rel=1e-12)
+    assert conformal_bounds(r, 0.5) == pytest.approx((math.exp(s[4]), math.exp(s[14])), rel=1e-12)
+    assert conformal_bounds(r, 0.99) == pytest.approx((math.exp(-0.6), math.exp(0.9)), rel=1e-12)
+    with pytest.raises(PerfcastError, match=r"interval level 1.5 must be between 0 and 1"):
+        conformal_bounds(r, 1.5)
+
+
+def test_intervals_per_region_fall_back_to_all_and_cover_fresh_draws():
+    """A region with fewer than REGION_MIN_PROGRAMS validation programs takes the bounds of all of them; fitted on
+    log-normal errors (region 0: sd 0.1, region 3: sd 0.4) the bounds are the normal quantiles (scipy) and cover
+    80 % of fresh draws from the same distributions."""
+    from perfcast.eval.intervals import MIN_PROGRAMS, fit_intervals, interval_factors
+
+    rng = np.random.default_rng(0)
+    n0, n3, n1 = 4000, 4000, 30  # region 1 is too small for its own bounds
+    regions = np.r_[np.zeros(n0), np.full(n3, 3), np.ones(n1)].astype(int)
+    sd = np.where(regions == 0, 0.1, np.where(regions == 3, 0.4, 0.2))
+    pred = rng.uniform(1e-4, 1e-2, len(regions))
+    meas = pred * np.exp(rng.normal(0, sd))
+    t = fit_intervals(meas, pred, regions, 0.8)
+    assert t["level"] == 0.8 and t["n"] == len(regions) and set(t["regions"]) == {"0", "3"}
+    z = stats.norm.ppf(0.9)
+    assert t["regions"]["0"] == pytest.approx([math.exp(-0.1 * z), math.exp(0.1 * z)], rel=0.02)
+    assert t["regions"]["3"] == pytest.approx([math.exp(-0.4 * z), math.exp(0.4 * z)], rel=0.04)
+    lo, hi = interval_factors(t, [1, 0, 3])
+    assert (lo[0], hi[0]) == tuple(t["all"]) and (lo[1], hi[1]) == tuple(t["regions"]["0"])
+    fresh = pred * np.exp(rng.normal(0, sd))
+    lo, hi = interval_factors(t, regions)
+    inside = (fresh >= pred * lo) & (fresh <= pred * hi)
+    assert inside[regions != 1].mean() == pytest.approx(0.8, abs=0.02)
+    assert fit_intervals(meas[:MIN_PROGRAMS - 1], pred[:MIN_PROGRAMS - 1], regions[:MIN_PROGRAMS - 1]) is None
+    with pytest.raises(PerfcastError, match="3 measured, 2 predicted latencies and 3 regions differ"):
+        fit_intervals([1.0, 2.0, 3.0], [1.0, 2.0], [0, 0, 0])

@@ -134,6 +134,7 @@ def run(cfg: AdaptConfig, log: Callable[[str], None] = print, progress: bool = T
     """The whole `perfcast adapt` (module docstring); returns the JSON-able summary and saves to `cfg.out`."""
     from ..devices import get_device
     from ..devices.base import device_key
+    from ..eval.intervals import validation_intervals
     from ..eval.workflow import load_data
     from ..features.cache import ProgramFeatures
     from ..models import load_model
@@ -235,6 +236,11 @@ def run(cfg: AdaptConfig, log: Callable[[str], None] = print, progress: bool = T
     info["adapted"] = {"device": spec.device_id, "device_key": dkey, "method": cfg.method, "sampler": cfg.sampler,
                        "tasks": tasks, "base_model": str(Path(cfg.model).resolve()) if cfg.model else "bundled",
                        "mape_before": before, "mape_after": after, "held_out_records": int(len(held))}
+    # the base's intervals describe its errors on its own devices: refit on the target's held-out records, or drop
+    info.pop("intervals", None)
+    intervals = validation_intervals(model, X.take(held), y[held])
+    if intervals is not None:
+        info["intervals"] = {**intervals, "fitted_on": f"held-out records of {dkey}"}
     model.info_ = info
     proxy = proxy_of(model, df, X, dkey)
     if proxy:

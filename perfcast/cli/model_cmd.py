@@ -66,6 +66,10 @@ def _table_rows(result: dict) -> None:
     for key, label in (("acc_10", "±10 %"), ("acc_20", "±20 %"), ("kendall_tau", "Kendall τ"), ("top1", "top-1"),
                        ("top5", "top-5")):
         t.add_row(label, *[f"{result[m]['overall'].get(key, float('nan')):.3f}" for m in models], "")
+    iv = {m: result[m]["interval"] for m in models if "interval" in result[m]}
+    if iv:  # the model's prediction intervals (perfcast.eval.intervals) and how many test programs they held
+        level = next(iter(iv.values()))["level"]
+        t.add_row(f"{level:.0%} interval held", *[f"{iv[m]['coverage']:.3f}" if m in iv else "-" for m in models], "")
     Console().print(t)
 
 
@@ -170,24 +174,30 @@ def predict_records(
     t.add_column("#", justify="right")
     t.add_column("task")
     t.add_column("predicted", justify="right")
+    has_interval = bool(rows) and "predicted_low_s" in rows[0]
+    if has_interval:
+        t.add_column("interval", justify="right")
     t.add_column("measured", justify="right")
     t.add_column("error", justify="right")
     for i, r in enumerate(rows[:limit]):
         m = r.get("measured_s")
-        t.add_row(str(i), r.get("task_name", ""), f"{r['predicted_s'] * 1e3:.4g} ms",
+        iv = [f"{r['predicted_low_s'] * 1e3:.3g}–{r['predicted_high_s'] * 1e3:.3g} ms"] if has_interval else []
+        t.add_row(str(i), r.get("task_name", ""), f"{r['predicted_s'] * 1e3:.4g} ms", *iv,
                   f"{m * 1e3:.4g} ms" if m else "-", f"{(r['predicted_s'] - m) / m:+.1%}" if m else "-")
     console = Console()
     console.print(t)
-    known = [(r["predicted_s"], r["measured_s"]) for r in rows if r.get("measured_s")]
+    known = [r for r in rows if r.get("measured_s")]
     if known:
         import numpy as np
         from scipy.stats import kendalltau
 
-        p, m = np.array(known).T
+        p, m = np.array([(r["predicted_s"], r["measured_s"]) for r in known]).T
         err = np.abs(p - m) / m
         tau = kendalltau(p, m).statistic if len(known) > 1 else float("nan")
+        held = [r["predicted_low_s"] <= r["measured_s"] <= r["predicted_high_s"] for r in known] if has_interval else []
+        inside = f", inside the model's interval {np.mean(held):.0%}" if held else ""
         console.print(f"{len(known)} measured programs: MAPE {err.mean():.1%}, median error {np.median(err):.1%}, "
-                      f"within ±20 % {np.mean(err <= 0.2):.0%}, Kendall τ {tau:.2f}")
+                      f"within ±20 % {np.mean(err <= 0.2):.0%}, Kendall τ {tau:.2f}{inside}")
 
 
 def report(

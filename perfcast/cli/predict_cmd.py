@@ -103,6 +103,10 @@ def predict(
     c.print(f"[bold]predicted {r['predicted_s'] * 1e3:.4g} ms[/]" + (
         f" (x{r['speed_ratio']:.3f}: this machine today vs its records; uncalibrated "
         f"{r['uncalibrated_predicted_s'] * 1e3:.4g} ms)" if "speed_ratio" in r else ""))
+    if r.get("interval"):
+        iv = r["interval"]
+        c.print(f"{iv['level']:.0%} interval {iv['low_s'] * 1e3:.4g} – {iv['high_s'] * 1e3:.4g} ms (every kernel at "
+                "the bounds of the model's errors on its validation programs)")
     if r["context"]:
         c.print(f"in-network context of {r['context']['device_key']}: {r['context']['formula']} (the kernels' "
                 f"predictions alone: {r['isolated_predicted_s'] * 1e3:.4g} ms; --context none)")

@@ -47,13 +47,17 @@ def predict_network(network: str, batch_size: int = 1, device: str = "local", mo
     kept the candidate that measured fastest, so the model's prediction of it alone is biased high); each such
     kernel keeps the prediction of the kept program alone (isolated, calibrated) as `kept_predicted_s` and its
     number of candidates as `candidates`; `selection` gives sigma, the kernels corrected and the network's
-    prediction without the correction (`kept_predicted_s`)."""
+    prediction without the correction (`kept_predicted_s`).
+    With a model that stores prediction intervals (`perfcast.eval.intervals`; method "kernel"), each kernel gets
+    `predicted_low_s` / `predicted_high_s` and the network `interval` (level, low_s, high_s): the replay with every
+    kernel at its lower bound, then at its upper one."""
     from ..devices import get_device
     from ..features.cache import features_of_programs
     from ..models import load_model
     from .replayer import Kernel, replay
     from .schedules import parse_schedules
 
+    from ..eval.intervals import interval_factors, model_intervals, program_regions
     from .selection import check_sigma, model_sigma
 
     sched_kind, db_dir = parse_schedules(schedules)  # a bad value fails before any work
@@ -76,8 +80,10 @@ def predict_network(network: str, batch_size: int = 1, device: str = "local", mo
     low = lower_network(network, batch_size, spec, schedules, input_shape)
     t_lower = time.time() - t0
     graph, keys, programs, names, order = low.graph, low.keys, low.programs, low.names, list(low.programs)
-    per_call = dict(zip(order, m.predict(features_of_programs([programs[k] for k in order], spec,
-                                                                    asm=m.needs_asm))))
+    Xp = features_of_programs([programs[k] for k in order], spec, asm=m.needs_asm)
+    per_call = dict(zip(order, m.predict(Xp)))
+    table = model_intervals(m) if method == "kernel" else None
+    band = dict(zip(order, zip(*interval_factors(table, program_regions(Xp))))) if table else {}
     kept = _select(per_call, db_dir, spec, m, sigma) if sched_kind == "tuned" and sigma > 0 else {}
     source = dict.fromkeys(order, "kernel")
     lw_info = _layerwise(per_call, source, programs, order, spec, layerwise_model) if method == "layerwise" else {}
@@ -93,6 +99,8 @@ def predict_network(network: str, batch_size: int = 1, device: str = "local", mo
         per_call = {k: v * speed_ratio for k, v in per_call.items()}
     sim = replayed(per_call)
     alone = per_call
+    if band:  # every kernel at its interval's lower bound, then at its upper one (errors fully correlated)
+        bounds = [replayed({k: v * band[k][i] for k, v in alone.items()}).total_s for i in (0, 1)]
     if kept:  # the kept programs' own predictions, calibrated the same way: the network without the correction
         kept = {k: (v * (speed_ratio or 1.0), n) for k, (v, n) in kept.items()}
         unselected = replayed({k: kept[k][0] if k in kept else v for k, v in alone.items()})
@@ -104,6 +112,12 @@ def predict_network(network: str, batch_size: int = 1, device: str = "local", mo
     if fit is not None:
         for k in kernels:
             k["isolated_predicted_s"] = float(alone[k["workload_key"]])
+    for k in kernels if band else ():
+        key = k["workload_key"]
+        lo_hi = [alone[key] * f for f in band[key]]
+        if fit is not None:
+            lo_hi = [fit.in_network_s(v, low.io_bytes[key]) for v in lo_hi]
+        k["predicted_low_s"], k["predicted_high_s"] = map(float, lo_hi)
     for k in kernels:
         if k["workload_key"] in kept:
             k["kept_predicted_s"], k["candidates"] = kept[k["workload_key"]]
@@ -115,6 +129,9 @@ def predict_network(network: str, batch_size: int = 1, device: str = "local", mo
     out = {"network": low.label, "batch_size": batch_size, "device": spec.device_id, **low.sched_info,
            "model": getattr(m, "name", "?"), "method": method, "predicted_s": total, "kernels": kernels,
            "lower_seconds": t_lower, "predict_seconds": time.time() - t0 - t_lower}
+    if band:
+        out["interval"] = {"level": table["level"], "low_s": float(bounds[0]), "high_s": float(bounds[1]),
+                           "fitted_on": table.get("fitted_on", "validation")}
     if speed_ratio is not None:
         out["speed_ratio"], out["uncalibrated_predicted_s"] = float(speed_ratio), float(uncalibrated.total_s)
     out["isolated_predicted_s"] = float(sum(alone[k] * calls[k] for k in order))

@@ -119,8 +119,10 @@ def train(data=None, model: str = "cdmpp", split: str = "by_network", out=None, 
     None: `DEFAULT_WEIGHT`. `searched_weight` does the same for the programs a meta-schedule search found (records
     imported from tuning databases; a tuned network runs each task's best one); None: `SEARCHED_WEIGHT`.
     `min_protocol` trains and tests on records of that measurement protocol or newer only (the model remembers it,
-    so `evaluate` scores it on the same records)."""
+    so `evaluate` scores it on the same records). The model keeps prediction intervals fitted on the validation
+    part (`perfcast.eval.intervals`) when it has at least `intervals.MIN_PROGRAMS` programs."""
     from ..models import get_model
+    from .intervals import interval_coverage, validation_intervals
 
     params = dict(params or {})
     if "seed" not in params:
@@ -139,6 +141,7 @@ def train(data=None, model: str = "cdmpp", split: str = "by_network", out=None, 
           X_target=X.take(sp.test) if transductive else None, sample_weight=w,
           groups=rank_groups(df.iloc[sp.train]))
     pred = m.predict(X.take(sp.test))
+    intervals = validation_intervals(m, X.take(sp.val), y[sp.val])
     result = {"model": model, "split": {"name": split, "params": sp.params, "seed": seed}, "sizes": sp.sizes(),
               "test": scores(df, y, pred, sp.test, sp.params.get("test_networks"))}
     m.info_ = {**getattr(m, "info_", {}), "data": str(Path(ds.root).resolve()),
@@ -148,6 +151,9 @@ def train(data=None, model: str = "cdmpp", split: str = "by_network", out=None, 
                "searched_weight": float(searched_weight),
                "min_protocol": int(min_protocol),
                "train_devices": train_devices(df, sp.train)}
+    if intervals is not None:
+        m.info_["intervals"] = intervals
+        result["test"]["interval"] = interval_coverage(intervals, X.take(sp.test), y[sp.test], pred)
     if out is not None:
         result["path"] = str(m.save(out))
     result["estimator"] = m
@@ -229,6 +235,7 @@ def evaluate(model=None, data=None, split: str | None = None, split_params: dict
     {model name: scores, baseline: scores, ...}. `eval_min_protocol` (by_network; default: the model's) scores
     only test records of that measurement protocol or newer (0: all), from the same test tasks."""
     from ..models import get_model, load_model
+    from .intervals import interval_coverage, model_intervals
 
     m = load_model(model)
     unfitted = [get_model(b, seed=0) for b in baselines]  # a bad baseline name fails before the data is loaded
@@ -265,6 +272,8 @@ def evaluate(model=None, data=None, split: str | None = None, split_params: dict
     preds = {"_rows": df.iloc[sp.test], m.name: m.predict(Xt)}
     nets = sp.params.get("test_networks")
     out[m.name] = scores(df, y, preds[m.name], sp.test, nets)
+    if model_intervals(m):
+        out[m.name]["interval"] = interval_coverage(model_intervals(m), Xt, y[sp.test], preds[m.name])
     w = sample_weights(df.iloc[sp.train], float(info.get("default_weight", 1.0)),
                        float(info.get("searched_weight", 1.0)))  # the model's own recipe
     g = rank_groups(df.iloc[sp.train])
@@ -294,17 +303,19 @@ def predict_records(path, model=None, device: str = "local", speed_ratio: float 
     latency where known. `speed_ratio` (what `perfcast calibrate` measures for `device`: this machine today / its
     records) scales the predictions of `device`'s programs (a dataset's other devices' stay as they are; a dataset
     without records of `device` is an error); each scaled entry keeps the unscaled one as
-    `uncalibrated_predicted_s`."""
+    `uncalibrated_predicted_s`. A model with prediction intervals (`perfcast.eval.intervals`) gives every entry
+    `predicted_low_s` and `predicted_high_s` (scaled alike)."""
     from ..collect.calibrate import check_ratio
     from ..data.importer import database_records
     from ..models import load_model
+    from .intervals import interval_factors, model_intervals, program_regions
 
     p = Path(path)
     kind = records_kind(p)
     ratio = None if speed_ratio is None else check_ratio(speed_ratio)
     m = load_model(model)
     if kind == "database":
-        out = _predict_database(p, m, device, database_records)
+        out, X = _predict_database(p, m, device, database_records)
         scaled = np.ones(len(out), bool)
     else:
         ds, df, X = load_data(p, progress=True, asm=m.needs_asm)
@@ -312,10 +323,16 @@ def predict_records(path, model=None, device: str = "local", speed_ratio: float 
         pred = m.predict(X)
         out = [{"record_id": r, "task_name": t, "device_id": d, "predicted_s": float(ps), "measured_s": float(ms)}
                for r, t, d, ps, ms in zip(df["record_id"], df["task_name"], df["device_id"], pred, df["latency_s"])]
+    table = model_intervals(m)
+    if table and out:
+        for e, lo, hi in zip(out, *interval_factors(table, program_regions(X))):
+            e["predicted_low_s"], e["predicted_high_s"] = e["predicted_s"] * lo, e["predicted_s"] * hi
     if ratio is not None:
         for e in (e for e, s in zip(out, scaled) if s):
             e["uncalibrated_predicted_s"] = e["predicted_s"]
-            e["predicted_s"] = e["predicted_s"] * ratio
+            for key in ("predicted_s", "predicted_low_s", "predicted_high_s"):
+                if key in e:
+                    e[key] = e[key] * ratio
     return out
 
 
@@ -346,14 +363,15 @@ def _predict_database(p: Path, m, device: str, database_records) -> list[dict]:
 
     rows = database_records(str(p))  # (loads the x86 intrinsics the traces may tensorize with)
     progs = [r.program() for r in rows]
-    pred = m.predict(features_of_programs(progs, device, asm=m.needs_asm)) if progs else []
+    X = features_of_programs(progs, device, asm=m.needs_asm) if progs else None
+    pred = m.predict(X) if progs else []
     out = []
     for i, (r, ps) in enumerate(zip(rows, pred)):
         e = {"index": i, "predicted_s": float(ps)}
         if r.measured:
             e["measured_s"] = float(statistics.median(r.run_secs))
         out.append(e)
-    return out
+    return out, X
 
 
 def save_json(obj, path) -> None:
