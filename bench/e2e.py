@@ -98,6 +98,9 @@ def main() -> None:
             if r.get("selection", {}).get("kernels"):  # tuned: without the selection-aware correction
                 o["selection"] = r["selection"]
                 o["kept_error"] = r["selection"]["kept_predicted_s"] / r["measured_s"] - 1
+            if r.get("interval"):  # the model's prediction interval (perfcast.eval.intervals): does it hold?
+                iv = r["interval"]
+                o["interval"] = {**iv, "holds": iv["low_s"] <= r["measured_s"] <= iv["high_s"]}
             if ratio is not None:
                 o["speed_ratio"] = ratio
                 o["uncalibrated_error"] = r["uncalibrated_predicted_s"] / r["measured_s"] - 1
@@ -124,6 +127,10 @@ def main() -> None:
                       f"measured {o['measured_s'] * 1e3:9.2f} ms (CV {o['measured_cv']:.1%})  error "
                       f"{o['error']:+.1%}  [kernels timed in the network: {o['measured_kernels_sum_s'] * 1e3:.2f} ms]",
                       flush=True)
+                if "interval" in o:
+                    iv = o["interval"]
+                    print(f"{'':22s} {iv['level']:.0%} interval {iv['low_s'] * 1e3:.2f} – {iv['high_s'] * 1e3:.2f} "
+                          f"ms: {'holds' if iv['holds'] else 'misses'} the measurement", flush=True)
                 if "isolated_error" in o:
                     print(f"{'':22s} in-network context applied; the kernels' predictions alone sum to an error of "
                           f"{o['isolated_error']:+.1%}", flush=True)
@@ -162,6 +169,9 @@ def main() -> None:
               f"(target: <= 10% each)")
         kept = [abs(o.get("kept_error", o["error"])) for o in out.values()]
         print(f"without the selection-aware correction of tuned kernels: mean |error| {sum(kept) / len(kept):.1%}")
+        held = [o["interval"]["holds"] for o in out.values() if "interval" in o]
+        if held:
+            print(f"the model's interval held {sum(held)} of {len(held)} measured networks")
         if a.calibrate:
             un = [abs(o["uncalibrated_error"]) for o in out.values()]
             print(f"uncalibrated: mean |error| {sum(un) / len(un):.1%}")
