@@ -52,12 +52,12 @@ def predict_network(network: str, batch_size: int = 1, device: str = "local", mo
     `predicted_low_s` / `predicted_high_s` and the network `interval` (level, low_s, high_s): the replay with every
     kernel at its lower bound, then at its upper one."""
     from ..devices import get_device
+    from ..eval.intervals import interval_factors, model_intervals, program_regions
     from ..features.cache import features_of_programs
     from ..models import load_model
     from .replayer import Kernel, replay
     from .schedules import parse_schedules
 
-    from ..eval.intervals import interval_factors, model_intervals, program_regions
     from .selection import check_sigma, model_sigma
 
     sched_kind, db_dir = parse_schedules(schedules)  # a bad value fails before any work

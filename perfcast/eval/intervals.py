@@ -91,6 +91,7 @@ def model_intervals(model) -> dict | None:
 
 
 def program_regions(X) -> np.ndarray:
+    """(n,) region of each program (features `X`) that its bounds are fitted for: `annotation_region`."""
     from ..models.ensemble import annotation_region
 
     return annotation_region(X)
