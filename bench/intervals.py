@@ -30,7 +30,7 @@ def main() -> None:
 
     from perfcast import paths
     from perfcast.errors import PerfcastError
-    from perfcast.eval.intervals import (INTERVAL_LEVEL, check_level, fit_intervals, interval_factors,
+    from perfcast.eval.intervals import (INTERVAL_LEVEL, check_level, fit_intervals, inside, interval_factors,
                                          model_intervals, program_regions, save_intervals)
     from perfcast.eval.workflow import own_split
 
@@ -57,17 +57,17 @@ def main() -> None:
         if table is None:
             raise PerfcastError(f"{len(yv)} validation programs are too few for an interval")
         lo, hi = interval_factors(table, gt)
-        inside = (yt >= pt * lo) & (yt <= pt * hi)
-        entry = {"table": table, "coverage": float(inside.mean()), "median_width": float(np.median(hi / lo)),
+        held = inside(table, gt, yt, pt)
+        entry = {"table": table, "coverage": float(held.mean()), "median_width": float(np.median(hi / lo)),
                  "regions": {}, "networks": {}}
         for r in np.unique(gt):
             sel = gt == r
-            entry["regions"][str(int(r))] = {"n": int(sel.sum()), "coverage": float(inside[sel].mean()),
+            entry["regions"][str(int(r))] = {"n": int(sel.sum()), "coverage": float(held[sel].mean()),
                                              "low": float(lo[sel][0]), "high": float(hi[sel][0])}
         for net in nets:
             sel = rows["networks"].map(lambda ns, net=net: net in ns).to_numpy()
             if sel.any():
-                entry["networks"][net] = {"n": int(sel.sum()), "coverage": float(inside[sel].mean())}
+                entry["networks"][net] = {"n": int(sel.sum()), "coverage": float(held[sel].mean())}
         out["levels"][f"{table['level']:g}"] = entry
         if a.save and abs(lv - INTERVAL_LEVEL) < 1e-12 and not a.stored:
             save_intervals(a.model or paths.bundled_model_dir(), {**table, "fitted_on": "validation"})

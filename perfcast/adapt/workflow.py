@@ -229,8 +229,9 @@ def run(cfg: AdaptConfig, log: Callable[[str], None] = print, progress: bool = T
         model = adapt_model(base, cfg.method, Xt, yt, X.take(src), y[src], cfg.params, cfg.seed)
 
     held = np.flatnonzero(is_t & ~df["workload_key"].isin(tasks).to_numpy())
-    before = mape_of(base, X.take(held), y[held])
-    after = mape_of(model, X.take(held), y[held])
+    X_held = X.take(held)
+    before = mape_of(base, X_held, y[held])
+    after = mape_of(model, X_held, y[held])
     info = dict(getattr(base, "info_", {}) or {})
     info["train_devices"] = {**info.get("train_devices", {}), dkey: int(sum(len(v[1]) for v in measured.values()))}
     info["adapted"] = {"device": spec.device_id, "device_key": dkey, "method": cfg.method, "sampler": cfg.sampler,
@@ -238,7 +239,7 @@ def run(cfg: AdaptConfig, log: Callable[[str], None] = print, progress: bool = T
                        "mape_before": before, "mape_after": after, "held_out_records": int(len(held))}
     # the base's intervals describe its errors on its own devices: refit on the target's held-out records, or drop
     info.pop("intervals", None)
-    intervals = validation_intervals(model, X.take(held), y[held])
+    intervals = validation_intervals(model, X_held, y[held])
     if intervals is not None:
         info["intervals"] = {**intervals, "fitted_on": f"held-out records of {dkey}"}
     model.info_ = info

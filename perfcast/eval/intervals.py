@@ -105,13 +105,18 @@ def validation_intervals(model, X_val, y_val, level: float = INTERVAL_LEVEL) -> 
     return None if table is None else {**table, "fitted_on": "validation"}
 
 
+def inside(table: dict, regions, measured_s, predicted_s) -> np.ndarray:
+    """(n,) bool: each program's measured latency lies in `table`'s interval around its prediction."""
+    lo, hi = interval_factors(table, regions)
+    y, p = np.asarray(measured_s, np.float64), np.asarray(predicted_s, np.float64)
+    return (y >= p * lo) & (y <= p * hi)
+
+
 def interval_coverage(table: dict, X, measured_s, predicted_s) -> dict:
     """{"level", "coverage"}: the share of programs (features `X`) whose measured latency lies in the interval
     of `table` around its prediction (what `perfcast train` and `perfcast eval` report on the test part)."""
-    lo, hi = interval_factors(table, program_regions(X))
-    y, p = np.asarray(measured_s, np.float64), np.asarray(predicted_s, np.float64)
-    return {"level": table["level"], "coverage": float(np.mean((y >= p * lo) & (y <= p * hi))) if len(y) else
-            float("nan")}
+    held = inside(table, program_regions(X), measured_s, predicted_s)
+    return {"level": table["level"], "coverage": float(held.mean()) if len(held) else float("nan")}
 
 
 def save_intervals(model_dir, table: dict) -> None:

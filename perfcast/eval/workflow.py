@@ -137,11 +137,11 @@ def train(data=None, model: str = "cdmpp", split: str = "by_network", out=None, 
     sp = make_split(df, split, seed, split_params)
     y = df["latency_s"].to_numpy()
     w = sample_weights(df.iloc[sp.train], default_weight, searched_weight)
-    m.fit(X.take(sp.train), y[sp.train], X.take(sp.val), y[sp.val],
-          X_target=X.take(sp.test) if transductive else None, sample_weight=w,
-          groups=rank_groups(df.iloc[sp.train]))
-    pred = m.predict(X.take(sp.test))
-    intervals = validation_intervals(m, X.take(sp.val), y[sp.val])
+    X_val, X_test = X.take(sp.val), X.take(sp.test)
+    m.fit(X.take(sp.train), y[sp.train], X_val, y[sp.val], X_target=X_test if transductive else None,
+          sample_weight=w, groups=rank_groups(df.iloc[sp.train]))
+    pred = m.predict(X_test)
+    intervals = validation_intervals(m, X_val, y[sp.val])
     result = {"model": model, "split": {"name": split, "params": sp.params, "seed": seed}, "sizes": sp.sizes(),
               "test": scores(df, y, pred, sp.test, sp.params.get("test_networks"))}
     m.info_ = {**getattr(m, "info_", {}), "data": str(Path(ds.root).resolve()),
@@ -153,7 +153,7 @@ def train(data=None, model: str = "cdmpp", split: str = "by_network", out=None, 
                "train_devices": train_devices(df, sp.train)}
     if intervals is not None:
         m.info_["intervals"] = intervals
-        result["test"]["interval"] = interval_coverage(intervals, X.take(sp.test), y[sp.test], pred)
+        result["test"]["interval"] = interval_coverage(intervals, X_test, y[sp.test], pred)
     if out is not None:
         result["path"] = str(m.save(out))
     result["estimator"] = m
@@ -272,8 +272,9 @@ def evaluate(model=None, data=None, split: str | None = None, split_params: dict
     preds = {"_rows": df.iloc[sp.test], m.name: m.predict(Xt)}
     nets = sp.params.get("test_networks")
     out[m.name] = scores(df, y, preds[m.name], sp.test, nets)
-    if model_intervals(m):
-        out[m.name]["interval"] = interval_coverage(model_intervals(m), Xt, y[sp.test], preds[m.name])
+    table = model_intervals(m)
+    if table:
+        out[m.name]["interval"] = interval_coverage(table, Xt, y[sp.test], preds[m.name])
     w = sample_weights(df.iloc[sp.train], float(info.get("default_weight", 1.0)),
                        float(info.get("searched_weight", 1.0)))  # the model's own recipe
     g = rank_groups(df.iloc[sp.train])
@@ -356,7 +357,8 @@ def check_calibratable(path, device: str) -> None:
         records_of_device(open_records(path)[1], device)
 
 
-def _predict_database(p: Path, m, device: str, database_records) -> list[dict]:
+def _predict_database(p: Path, m, device: str, database_records) -> tuple[list[dict], object]:
+    """(entries in `get_all_tuning_records()` order, the programs' features or None for an empty database)."""
     import statistics
 
     from ..features.cache import features_of_programs
