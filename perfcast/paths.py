@@ -100,6 +100,11 @@ def bundled_model_dir() -> Path:
     return package_dir() / "models" / "bundled"
 
 
+def bundled_search_model_dir() -> Path:
+    """The model `perfcast tune --cost-model perfcast` steers searches with by default: a tree model without
+    assembly features (the bundled model builds every program with LLVM, too slow for thousands of candidates)."""
+    return package_dir() / "models" / "bundled_search"
+
 
 def bundled_context_file() -> Path:
     """The in-network context fits shipped with the package, per device key (`perfcast.e2e.context`)."""

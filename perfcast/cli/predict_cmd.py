@@ -147,8 +147,11 @@ def predict(
 TUNE_HELP = ("Tune every task of a network with TVM meta-schedule on this machine (evolutionary search, real "
              "measurements) into a JSON database, for `perfcast predict --schedules tuned:DB_DIR`. Candidates are "
              "built in a child process with a 60 s timeout (a hanging build fails that candidate only). The database "
-             "gets its records as the search joins each task's measurements: a tuner stopped early may leave few.")
-TUNE_EXAMPLE = "Example: perfcast tune mlp --trials 48 --out runs/mlp-db"
+             "gets its records as the search joins each task's measurements: a tuner stopped early may leave few. "
+             "--cost-model perfcast steers the search with a pre-trained perfcast model instead of TVM's XGBoost "
+             "(`bench/search.py` compares them).")
+TUNE_EXAMPLE = ("Example: perfcast tune mlp --trials 48 --out runs/mlp-db; perfcast tune resnet18 --trials 432 "
+                "--cost-model perfcast --out runs/r18-db")
 
 
 def tune(
@@ -158,7 +161,24 @@ def tune(
     batch_size: int = typer.Option(1, help="batch size"),
     device: str = typer.Option("local", help="local or a local:mcpu=...,threads=N variant"),
     input_shape: Optional[str] = typer.Option(None, help="shapes of dynamic ONNX inputs, NAME:1x3x224x224"),
+    cost_model: str = typer.Option("xgb", help="what steers the search: xgb (TVM's XGBoost, learns from the "
+                                   "search's measurements), perfcast (a pre-trained perfcast model, --model) or "
+                                   "random"),
+    model: Optional[str] = typer.Option(None, help="with --cost-model perfcast: a model directory (default: the "
+                                        "bundled search model, no assembly features, ~70 candidates per second; "
+                                        "a model that reads assembly needs ~0.7 s per candidate)"),
+    json_out: bool = typer.Option(False, "--json", help="print the database and the cost model's figures as JSON"),
 ) -> None:
     from ..e2e.schedules import tune_network
+    from ..search import search_cost_model
 
-    print(f"database: {tune_network(network, out, trials, device, batch_size, input_shape)}")
+    cm = search_cost_model(cost_model, model, device)
+    db = tune_network(network, out, trials, device, batch_size, input_shape, cost_model=cm)
+    stats = getattr(cm, "stats", None)
+    if json_out:
+        print(json.dumps({"database": db, "cost_model": cost_model,
+                          "cost_model_stats": stats.summary() if stats else None}))
+        return
+    print(f"database: {db}")
+    if stats:
+        print(stats.describe())

@@ -77,7 +77,8 @@ def apply_schedules(fused, target, spec: str) -> tuple[object, dict]:
             n += 1
         funcs[gv] = f if s is None else s
     out = tvm.IRModule(funcs, attrs=fused.attrs)
-    info = {"schedules": spec, "scheduled_kernels": n, "untuned_kernels": sum(isinstance(f, tvm.tirx.PrimFunc) for f in funcs.values()) - n}
+    untuned = sum(isinstance(f, tvm.tirx.PrimFunc) for f in funcs.values()) - n
+    info = {"schedules": spec, "scheduled_kernels": n, "untuned_kernels": untuned}
     if kind == "tuned" and n == 0:
         raise PerfcastError(f"--schedules {spec}: the database has no record of any kernel of this network "
                             "(was it tuned for this network, batch size and target?)")
@@ -86,8 +87,8 @@ def apply_schedules(fused, target, spec: str) -> tuple[object, dict]:
 
 @contextlib.contextmanager
 def isolated_builder(timeout_s: float = 60.0):
-    """`with isolated_builder() as builder:` a meta-schedule builder that builds each candidate in a long-lived child process (`perfcast.collect.worker`)
-    with a timeout: a candidate whose LLVM build hangs or crashes (an inception_v3 avg-pool candidate built for
+    """`with isolated_builder() as builder:` a meta-schedule builder that builds each candidate in a long-lived child
+    process (`perfcast.collect.worker`) with a timeout: a candidate whose LLVM build hangs or crashes (an inception_v3 avg-pool candidate built for
     over 6 minutes) becomes a failed build result and the worker is restarted, instead of stopping the search.
     The stock LocalBuilder isolates too but starts new workers per batch, each re-importing every backend's tensor
     intrinsics (seconds each on this machine); this one starts one worker and keeps it until the block ends."""
@@ -142,9 +143,10 @@ def pinned_run_evaluator(rt_mod, device, evaluator_config, repeated_args) -> lis
 
 
 def tune_network(network: str, db_dir, trials: int, device: str = "local", batch_size: int = 1,
-                 input_shape: str | None = None, seed: int = 0) -> str:
-    """Tune every task of `network` with TVM meta-schedule (evolutionary search, TVM's XGBoost cost model, real
-    measurements here) into a JSON database usable as `--schedules tuned:DB_DIR`. Returns the directory."""
+                 input_shape: str | None = None, seed: int = 0, cost_model="xgb") -> str:
+    """Tune every task of `network` with TVM meta-schedule (evolutionary search, real measurements here) into a
+    JSON database usable as `--schedules tuned:DB_DIR`. Returns the directory. `cost_model` steers the search:
+    meta-schedule's `xgb` (default) or `random`, or a cost model object (`perfcast.search.perfcast_cost_model`)."""
     import os
 
     from tvm.s_tir import meta_schedule as ms
@@ -164,7 +166,7 @@ def tune_network(network: str, db_dir, trials: int, device: str = "local", batch
         runner = ms.runner.LocalRunner(evaluator_config=ms.runner.EvaluatorConfig(number=3, repeat=5,
                                                                                   min_repeat_ms=20),
                                        f_run_evaluator=pinned_run_evaluator)
-        _tune(mod, spec, db_dir, trials, runner, seed)
+        _tune(mod, spec, db_dir, trials, runner, seed, cost_model)
     return str(db_dir)
 
 
@@ -190,7 +192,7 @@ def tuning_lock(db_dir):
         f.close()
 
 
-def _tune(mod, spec, db_dir, trials: int, runner, seed: int) -> None:
+def _tune(mod, spec, db_dir, trials: int, runner, seed: int, cost_model="xgb") -> None:
     import contextlib
     import logging
     import sys
@@ -209,4 +211,5 @@ def _tune(mod, spec, db_dir, trials: int, runner, seed: int) -> None:
     # only results (`--json` output stays parseable)
     with isolated_builder() as builder, contextlib.redirect_stdout(sys.stderr):
         ms.relax_integration.tune_relax(fuse(mod), {}, spec.target(), str(db_dir), max_trials_global=trials,
-                                        num_trials_per_iter=16, builder=builder, runner=runner, seed=seed)
+                                        num_trials_per_iter=16, builder=builder, runner=runner, seed=seed,
+                                        cost_model=cost_model)
