@@ -88,8 +88,9 @@ def apply_schedules(fused, target, spec: str) -> tuple[object, dict]:
 @contextlib.contextmanager
 def isolated_builder(timeout_s: float = 60.0):
     """`with isolated_builder() as builder:` a meta-schedule builder that builds each candidate in a long-lived child
-    process (`perfcast.collect.worker`) with a timeout: a candidate whose LLVM build hangs or crashes (an inception_v3 avg-pool candidate built for
-    over 6 minutes) becomes a failed build result and the worker is restarted, instead of stopping the search.
+    process (`perfcast.collect.worker`) with a timeout: a candidate whose LLVM build hangs or crashes (an inception_v3
+    avg-pool candidate built for over 6 minutes) becomes a failed build result and the worker is restarted, instead
+    of stopping the search.
     The stock LocalBuilder isolates too but starts new workers per batch, each re-importing every backend's tensor
     intrinsics (seconds each on this machine); this one starts one worker and keeps it until the block ends."""
     import json
