@@ -97,14 +97,13 @@ def main() -> None:
     import numpy as np
 
     from outside_zoo import operators
+    from perfcast import paths
     from perfcast.collect.calibrate import time_stored
     from perfcast.collect.worker import IsolatedRunner
     from perfcast.devices import get_device
     from perfcast.errors import PerfcastError
     from perfcast.models import load_model
     from perfcast.search import perfcast_cost_model
-
-    from perfcast import paths
 
     model = load_model(a.model or paths.bundled_search_model_dir())
     if model.needs_asm:

@@ -12,12 +12,11 @@ import pytest
 def program_model(mlp_dataset, tmp_path_factory):
     """A tree model on the pooled program vector (no assembly features) trained on the mlp records."""
     from perfcast.eval.workflow import train
+    from perfcast.models import load_model
 
     out = tmp_path_factory.mktemp("search_model") / "m"
     train(data=str(mlp_dataset[0]), model="lgbm", split="random", out=str(out),
           params={"features": "program", "target_scale": "work", "n_estimators": 50})
-    from perfcast.models import load_model
-
     return load_model(str(out))
 
 
