@@ -69,10 +69,11 @@ def tune(mod, work_dir: str, trials: int, cost_model, seed: int):
 
     from outside_zoo import stdout_to_stderr
     from perfcast.devices import get_device
-    from perfcast.e2e.schedules import isolated_builder, pinned_run_evaluator
+    from perfcast.e2e.schedules import drop_unnamed_ms_log_handlers, isolated_builder, pinned_run_evaluator
 
     spec = get_device("local")
     os.environ["TVM_NUM_THREADS"] = str(spec.threads)
+    drop_unnamed_ms_log_handlers()
     with stdout_to_stderr(), isolated_builder() as builder:  # meta-schedule logs to stdout: keep it for results
         runner = ms.runner.LocalRunner(evaluator_config=ms.runner.EvaluatorConfig(number=3, repeat=5,
                                                                                    min_repeat_ms=20),

@@ -47,12 +47,17 @@ def test_scores_are_inverse_predicted_latency_and_cached(program_model, matmul64
 def test_search_steered_by_perfcast(program_model, matmul64, tmp_path):
     """A real meta-schedule search of 16 measured candidates steered by the model: the database holds them, the
     model saw every measurement beside its own prediction, and it scored far more programs than were measured."""
+    import logging
+
     from tvm.s_tir import meta_schedule as ms
 
     from perfcast.devices import get_device
-    from perfcast.e2e.schedules import isolated_builder
+    from perfcast.e2e.schedules import drop_unnamed_ms_log_handlers, isolated_builder
     from perfcast.search import perfcast_cost_model
 
+    # what an earlier search in this process can leave on meta-schedule's logger (its setup fails on it)
+    logging.getLogger("tvm.s_tir.meta_schedule").addHandler(logging.StreamHandler())
+    drop_unnamed_ms_log_handlers()
     cm = perfcast_cost_model(program_model, "local:threads=1")
     with isolated_builder() as builder:
         db = ms.tune_tir(matmul64, get_device("local:threads=1").target(), str(tmp_path), max_trials_global=16,

@@ -193,23 +193,29 @@ def tuning_lock(db_dir):
         f.close()
 
 
+def drop_unnamed_ms_log_handlers() -> None:
+    """Call before a meta-schedule search: its logger setup lists the names of the handlers already on its logger
+    and fails on an unnamed one ('NoneType' has no attribute 'format'), which an earlier tuning run in the same
+    process can leave behind."""
+    import logging
+
+    ms_logger = logging.getLogger("tvm.s_tir.meta_schedule")
+    for h in list(ms_logger.handlers):
+        if h.get_name() is None:
+            ms_logger.removeHandler(h)
+
+
 def _tune(mod, spec, db_dir, trials: int, runner, seed: int, cost_model="xgb") -> None:
     import contextlib
-    import logging
     import sys
 
     from tvm.s_tir import meta_schedule as ms
 
     from ..collect.tasks import fuse
 
-    # meta-schedule's logger setup lists the names of the handlers already on its logger and fails on an unnamed
-    # one ('NoneType' has no attribute 'format'), which an earlier tuning run in the same process can leave behind
-    ms_logger = logging.getLogger("tvm.s_tir.meta_schedule")
-    for h in list(ms_logger.handlers):
-        if h.get_name() is None:
-            ms_logger.removeHandler(h)
-    # its log handler writes to sys.stdout as resolved when the logger is set up: send it to stderr, so stdout keeps
-    # only results (`--json` output stays parseable)
+    drop_unnamed_ms_log_handlers()
+    # meta-schedule's log handler writes to sys.stdout as resolved when the logger is set up: send it to stderr, so
+    # stdout keeps only results (`--json` output stays parseable)
     with isolated_builder() as builder, contextlib.redirect_stdout(sys.stderr):
         ms.relax_integration.tune_relax(fuse(mod), {}, spec.target(), str(db_dir), max_trials_global=trials,
                                         num_trials_per_iter=16, builder=builder, runner=runner, seed=seed,
