@@ -83,22 +83,26 @@ def stdout_to_stderr():
         os.close(saved)
 
 
-def tune(mod, work_dir: str, trials: int, device: str = "local") -> None:
+def tune(mod, work_dir: str, trials: int, device: str = "local", cost_model="xgb", seed: int = 0):
+    """`ms.tune_tir` of `mod` into the JSON database `work_dir`, as `perfcast tune` searches (isolated builder,
+    pinned runner, rounds of 16), steered by `cost_model` (meta-schedule's name or a cost model object, e.g.
+    `perfcast.search.perfcast_cost_model()`). Returns the database."""
     from tvm.s_tir import meta_schedule as ms
 
     from perfcast.devices import get_device
-    from perfcast.e2e.schedules import isolated_builder, pinned_run_evaluator
+    from perfcast.e2e.schedules import drop_unnamed_ms_log_handlers, isolated_builder, pinned_run_evaluator
 
     spec = get_device(device)
     os.environ["TVM_NUM_THREADS"] = str(spec.threads)
     if hasattr(os, "sched_setaffinity") and spec.threads < len(os.sched_getaffinity(0)):
         os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[-spec.threads:])  # as the collector measures it
+    drop_unnamed_ms_log_handlers()
     runner = ms.runner.LocalRunner(evaluator_config=ms.runner.EvaluatorConfig(number=3, repeat=5,
                                                                                min_repeat_ms=20),
                                    f_run_evaluator=pinned_run_evaluator)
     with isolated_builder() as builder:
-        ms.tune_tir(mod, spec.target(), work_dir, max_trials_global=trials, num_trials_per_iter=16,
-                    builder=builder, runner=runner, num_tuning_cores=1, seed=0)
+        return ms.tune_tir(mod, spec.target(), work_dir, max_trials_global=trials, num_trials_per_iter=16,
+                           builder=builder, runner=runner, num_tuning_cores=1, seed=seed, cost_model=cost_model)
 
 
 def main() -> None:

@@ -64,24 +64,6 @@ def best_script(db, mod) -> str:
     return sch.mod.script()
 
 
-def tune(mod, work_dir: str, trials: int, cost_model, seed: int):
-    from tvm.s_tir import meta_schedule as ms
-
-    from outside_zoo import stdout_to_stderr
-    from perfcast.devices import get_device
-    from perfcast.e2e.schedules import drop_unnamed_ms_log_handlers, isolated_builder, pinned_run_evaluator
-
-    spec = get_device("local")
-    os.environ["TVM_NUM_THREADS"] = str(spec.threads)
-    drop_unnamed_ms_log_handlers()
-    with stdout_to_stderr(), isolated_builder() as builder:  # meta-schedule logs to stdout: keep it for results
-        runner = ms.runner.LocalRunner(evaluator_config=ms.runner.EvaluatorConfig(number=3, repeat=5,
-                                                                                   min_repeat_ms=20),
-                                       f_run_evaluator=pinned_run_evaluator)
-        return ms.tune_tir(mod, spec.target(), work_dir, max_trials_global=trials, num_trials_per_iter=16,
-                           builder=builder, runner=runner, num_tuning_cores=1, seed=seed, cost_model=cost_model)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default=None, help="perfcast model directory without assembly features "
@@ -97,7 +79,7 @@ def main() -> None:
 
     import numpy as np
 
-    from outside_zoo import operators
+    from outside_zoo import operators, stdout_to_stderr, tune
     from perfcast import paths
     from perfcast.collect.calibrate import time_stored
     from perfcast.collect.worker import IsolatedRunner
@@ -127,7 +109,8 @@ def main() -> None:
                 t0 = time.perf_counter()
                 wd = os.path.join(work, f"{op}-{name}-s{seed}")
                 trials = (a.xgb_trials or a.trials) if name == "xgb" else a.trials
-                db = tune(ops[op], wd, trials, cm, seed)
+                with stdout_to_stderr():  # meta-schedule logs to stdout: keep it for results
+                    db = tune(ops[op], wd, trials, cost_model=cm, seed=seed)
                 arms[name] = {"tune_s": time.perf_counter() - t0, "best_per_round_s": best_per_round(wd, 16),
                               "script": best_script(db, ops[op]),
                               "stats": cm.stats.summary() if name == "perfcast" else None}
