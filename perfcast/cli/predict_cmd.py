@@ -148,8 +148,9 @@ TUNE_HELP = ("Tune every task of a network with TVM meta-schedule on this machin
              "measurements) into a JSON database, for `perfcast predict --schedules tuned:DB_DIR`. Candidates are "
              "built in a child process with a 60 s timeout (a hanging build fails that candidate only). The database "
              "gets its records as the search joins each task's measurements: a tuner stopped early may leave few. "
-             "--cost-model perfcast steers the search with a pre-trained perfcast model instead of TVM's XGBoost "
-             "(`bench/search.py` compares them).")
+             "--cost-model perfcast steers the search with a pre-trained perfcast model instead of TVM's XGBoost; "
+             "perfcast-online also corrects it per task from the search's measurements (`bench/search.py` compares "
+             "them).")
 TUNE_EXAMPLE = ("Example: perfcast tune mlp --trials 48 --out runs/mlp-db; perfcast tune resnet18 --trials 432 "
                 "--cost-model perfcast --out runs/r18-db")
 
@@ -162,10 +163,10 @@ def tune(
     device: str = typer.Option("local", help="local or a local:mcpu=...,threads=N variant"),
     input_shape: Optional[str] = typer.Option(None, help="shapes of dynamic ONNX inputs, NAME:1x3x224x224"),
     cost_model: str = typer.Option("xgb", help="what steers the search: xgb (TVM's XGBoost, learns from the "
-                                   "search's measurements), perfcast (a pre-trained perfcast model, --model) or "
-                                   "random"),
-    model: Optional[str] = typer.Option(None, help="with --cost-model perfcast: a model directory (default: the "
-                                        "bundled search model, no assembly features, ~70 candidates per second; "
+                                   "search's measurements), perfcast (a pre-trained perfcast model, --model), "
+                                   "perfcast-online (the same, corrected per task from the measurements) or random"),
+    model: Optional[str] = typer.Option(None, help="with --cost-model perfcast[-online]: a model directory (default: "
+                                        "the bundled search model, no assembly features, ~70 candidates per second; "
                                         "a model that reads assembly needs ~0.7 s per candidate)"),
     json_out: bool = typer.Option(False, "--json", help="print the database and the cost model's figures as JSON"),
 ) -> None:
@@ -173,6 +174,12 @@ def tune(
     from ..search import search_cost_model
 
     cm = search_cost_model(cost_model, model, device)
+    if getattr(getattr(cm, "model", None), "needs_asm", False):
+        from rich.console import Console
+
+        Console(stderr=True).print(f"[yellow]warning:[/] model {model!r} reads assembly features: every candidate "
+                                   "is built with LLVM first, ~0.7 s each (~30 min per round of ~2,500); the bundled "
+                                   "search model (leave out --model) scores one in ~15 ms", soft_wrap=True)
     db = tune_network(network, out, trials, device, batch_size, input_shape, cost_model=cm)
     stats = getattr(cm, "stats", None)
     if json_out:
