@@ -35,16 +35,16 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
 def best_per_round(work_dir: str, per_round: int) -> list[float]:
-    """Best median run time after each round of `per_round` measured candidates, from the JSON database's record
-    file (one line per record, in the order the search committed them; `get_all_tuning_records()` sorts)."""
+    """Best median run time after each round of `per_round` measured candidates, in the order the search committed
+    them (`committed_run_secs`)."""
     import numpy as np
 
+    from perfcast.data.importer import committed_run_secs
+
     times = []
-    with open(os.path.join(work_dir, "database_tuning_record.json")) as f:
-        for line in f:
-            secs = [float(s) for s in json.loads(line)[1][1]]
-            t = float(np.median(secs)) if secs else math.inf
-            times.append(t if t < 1e9 else math.inf)  # a failed run is stored as 1e10 s
+    for secs in committed_run_secs(work_dir):
+        t = float(np.median(secs)) if secs else math.inf
+        times.append(t if t < 1e9 else math.inf)  # a failed run is stored as 1e10 s
     out, best = [], math.inf
     for i, t in enumerate(times, 1):
         best = min(best, t)

@@ -22,21 +22,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
+import time
 
 
 def committed_records(db_dir: str) -> list:
-    """The database's measured records in the order the search committed them (`get_all_tuning_records()` sorts
-    them by time; the record file keeps the order). Records are matched to file lines by their run times."""
-    from perfcast.data.importer import database_records
+    """The database's measured records in the order the search committed them (`committed_run_secs`), matched to
+    `database_records` by their run times. A bad directory is a one-line error from `database_records`."""
+    from perfcast.data.importer import committed_run_secs, database_records
 
-    order = []
-    with open(os.path.join(db_dir, "database_tuning_record.json")) as f:
-        for line in f:
-            order.append(tuple(round(float(s), 12) for s in json.loads(line)[1][1]))
-    by_secs = {tuple(round(float(s), 12) for s in r.run_secs): r for r in database_records(db_dir) if r.measured}
-    return [by_secs[k] for k in order if k in by_secs]
+    key = lambda secs: tuple(round(float(s), 12) for s in secs)  # noqa: E731
+    by_secs = {key(r.run_secs): r for r in database_records(db_dir) if r.measured}
+    return [by_secs[key(secs)] for secs in committed_run_secs(db_dir) if key(secs) in by_secs]
 
 
 def main() -> None:
@@ -57,14 +54,13 @@ def main() -> None:
     from perfcast.features.cache import features_of_programs
     from perfcast.models import load_model
     from perfcast.models.gbdt import program_matrix
-    from perfcast.search.cost_model import ONLINE_PARAMS, OnlineCorrection, _signed_log1p
+    from perfcast.search.cost_model import ONLINE_PARAMS, OnlineCorrection, signed_log1p
 
     model = load_model(a.model or paths.bundled_search_model_dir())
     ns = [int(v) for v in a.n.split(",")]
     scores: dict = {}
+    fit_s = []
     for db in a.dbs:
-        if not os.path.exists(os.path.join(db, "database_tuning_record.json")):
-            raise PerfcastError(f"{db!r} is not a meta-schedule JSON database (no database_tuning_record.json)")
         rows = committed_records(db)
         y = np.array([statistics.median(r.run_secs) for r in rows])
         X = features_of_programs([r.program() for r in rows], a.device, asm=model.needs_asm)
@@ -73,11 +69,13 @@ def main() -> None:
             if len(y) - n < 8:  # too few later programs to rank
                 continue
             corr = OnlineCorrection(min_measured=n)
+            t0 = time.perf_counter()
             corr.add("task", A[:n], prior[:n], y[:n])
-            scratch = lgb.LGBMRegressor(**ONLINE_PARAMS, random_state=0).fit(_signed_log1p(A[:n]), np.log(y[:n]))
+            fit_s.append(time.perf_counter() - t0)
+            scratch = lgb.LGBMRegressor(**ONLINE_PARAMS, random_state=0).fit(signed_log1p(A[:n]), np.log(y[:n]))
             later = y[n:]
             preds = {"prior": prior[n:], "online": prior[n:] * corr.factor("task", A[n:]),
-                     "scratch": np.exp(scratch.predict(_signed_log1p(A[n:])))}
+                     "scratch": np.exp(scratch.predict(signed_log1p(A[n:])))}
             for k, p in preds.items():
                 d = scores.setdefault(n, {}).setdefault(k, {"tau": [], "mape": [], "regret": []})
                 d["tau"].append(float(kendalltau(p, later).statistic))
@@ -89,13 +87,17 @@ def main() -> None:
                     for k, d in by.items()} for n, by in scores.items()}
     if not out:
         raise PerfcastError(f"no database has {min(ns)} + 8 measured programs; give larger ones or a smaller --n")
+    # one correction fit, as inside a search (the first also imports LightGBM, so the median)
+    out["correction_fit_s"] = {"median": float(np.median(fit_s)), "max": float(np.max(fit_s)), "fits": len(fit_s)}
     if a.json:
         print(json.dumps(out))
         return
+    f = out.pop("correction_fit_s")
     for n, by in out.items():
         for k, o in by.items():
             print(f"after {n:>3} measured: {k:8s} {o['databases']:3d} databases  Kendall tau {o['kendall_tau']:.3f}  "
                   f"MAPE {o['mape']:.1%}  regret {o['regret_geomean']:.3f}")
+    print(f"a correction fit: median {f['median']:.3f} s, max {f['max']:.3f} s over {f['fits']} fits")
 
 
 if __name__ == "__main__":

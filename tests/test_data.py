@@ -40,8 +40,9 @@ def tuned_db(tmp_path_factory, matmul64, target_json):
     import tvm
     from tvm.s_tir import meta_schedule as ms
 
-    from perfcast.e2e.schedules import isolated_builder
+    from perfcast.e2e.schedules import drop_unnamed_ms_log_handlers, isolated_builder
 
+    drop_unnamed_ms_log_handlers()  # a search earlier in the session (tests/test_search.py) may have left one
     work_dir = str(tmp_path_factory.mktemp("msdb"))
     target = tvm.target.Target(json.loads(target_json))
     runner = ms.runner.LocalRunner(evaluator_config=ms.runner.EvaluatorConfig(number=2, repeat=3, min_repeat_ms=0))

@@ -53,6 +53,7 @@ def test_search_steered_by_perfcast(program_model, matmul64, tmp_path):
     from tvm.s_tir import Schedule
     from tvm.s_tir import meta_schedule as ms
 
+    from perfcast.data.importer import committed_run_secs
     from perfcast.devices import get_device
     from perfcast.e2e.schedules import drop_unnamed_ms_log_handlers, isolated_builder
     from perfcast.eval.workflow import predict_programs
@@ -74,6 +75,9 @@ def test_search_steered_by_perfcast(program_model, matmul64, tmp_path):
     assert len(pairs) == 32
     measured = sorted(float(np.median([float(s) for s in r.run_secs])) for r in recs)
     np.testing.assert_allclose(sorted(y for _, y in pairs), measured, rtol=1e-9)
+    # the record file in commit order holds the same runs, in the order update() saw them
+    committed = [float(np.median(secs)) for secs in committed_run_secs(str(tmp_path))]
+    np.testing.assert_allclose(committed, [y for _, y in pairs], rtol=1e-9)
     assert cm.stats.programs_scored > 100 and cm.stats.failed == 0
     assert cm.stats.online_fits == 2 and len(cm.online.data_["main"][1]) == 32
     s = cm.stats.summary()

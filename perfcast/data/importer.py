@@ -99,6 +99,14 @@ def database_records(db_dir: str) -> list[DbRecord]:
     return [DbRecord(r.workload.mod, r.trace, _run_secs(r), r.target) for r in recs]
 
 
+def committed_run_secs(db_dir: str) -> list[list[float]]:
+    """Each tuning record's run times (s) in the order the search committed them: the record file's line order
+    (`get_all_tuning_records()` sorts by time). A failed run is stored as 1e10 s; an unmeasured record has none."""
+    _, tr = _check_db_dir(db_dir)
+    with open(tr) as f:
+        return [[float(s) for s in json.loads(line)[1][1]] for line in f if line.strip()]
+
+
 def _task_name(func, key: str) -> str:
     """The function's symbol when it has a real one, else the names of its blocks (te.compute stage names)."""
     sym = str((func.attrs or {}).get("global_symbol", "") or "")

@@ -92,7 +92,8 @@ ONLINE_PARAMS = dict(n_estimators=60, learning_rate=0.1, num_leaves=4, min_child
                      subsample_freq=1, colsample_bytree=0.5, verbose=-1, n_jobs=1)
 
 
-def _signed_log1p(a: np.ndarray) -> np.ndarray:
+def signed_log1p(a: np.ndarray) -> np.ndarray:
+    """sign(a) log(1 + |a|): what the correction sees of a program vector (counts spanning many decades)."""
     return np.sign(a) * np.log1p(np.abs(a))
 
 
@@ -112,7 +113,7 @@ class OnlineCorrection:
         import lightgbm as lgb
 
         xs, rs = self.data_.setdefault(task, ([], []))
-        xs.extend(_signed_log1p(np.asarray(rows, np.float64)))
+        xs.extend(signed_log1p(np.asarray(rows, np.float64)))
         rs.extend(np.log(np.asarray(measured_s, np.float64) / np.asarray(predicted_s, np.float64)))
         if len(rs) < self.min_measured:
             return False
@@ -125,7 +126,7 @@ class OnlineCorrection:
         g = self.models_.get(task)
         if g is None or len(rows) == 0:
             return np.ones(len(rows))
-        return np.exp(g.predict(_signed_log1p(np.asarray(rows, np.float64))))
+        return np.exp(g.predict(signed_log1p(np.asarray(rows, np.float64))))
 
 
 def perfcast_cost_model(model=None, device: str = "local", online: bool = False, seed: int = 0):
@@ -241,5 +242,6 @@ def search_cost_model(name: str, model=None, device: str = "local"):
     if name.startswith("perfcast"):
         return perfcast_cost_model(model, device, online=name == "perfcast-online")
     if model is not None:
-        raise PerfcastError(f"--model only applies to --cost-model perfcast (got --cost-model {name})")
+        raise PerfcastError(f"--model only applies to --cost-model perfcast or perfcast-online (got --cost-model "
+                            f"{name})")
     return name
