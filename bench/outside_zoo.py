@@ -8,6 +8,11 @@ measured time of the program each model ranks first.
     python bench/outside_zoo.py [--model DIR] [--trials 64] [--ops NAME,...] [--device D] [--compare DIR]
                                 [--work DIR] [--calibrate] [--json]
 
+`--ops` picks operators by name; the default is the first four (batch_matmul, depthwise7x7, conv1d, rms_norm),
+`--ops all` adds ten more (2026-11-30: grouped, dilated and 3-D convolutions, attention scores, softmax, a 5x5 max
+pool, a tanh GELU, GroupNorm, a head transpose and an int8 x int8 -> int32 matmul). A database whose programs use
+element types the model never trained on (the int8 one) is marked `unseen_dtypes`: the model warns on those.
+
 `--device local:mcpu=NAME,threads=N` tunes (and predicts) for another code-generation target of this CPU;
 `--compare DIR` (repeatable) scores another model (e.g. one `perfcast adapt` made for that device) on the same
 databases; `--work DIR` keeps the databases and reuses them on the next run (no tuning, no measuring then).
@@ -62,11 +67,97 @@ def operators():
         y = te.compute((128, 768), lambda i, j: x[i, j] * g[j] / te.sqrt(ss[i] / 768.0 + 1e-6), name="Y")
         return [x, g, y]
 
+    # the wider set (2026-11-30): other layer kinds, shapes and one quantized kernel, none of them a zoo task
+    def grouped_conv():  # ResNeXt 3x3, 128 channels in 32 groups, 28x28
+        x = te.placeholder((1, 128, 30, 30), name="X")
+        w = te.placeholder((128, 4, 3, 3), name="W")
+        rc, ry, rx = te.reduce_axis((0, 4), "rc"), te.reduce_axis((0, 3), "ry"), te.reduce_axis((0, 3), "rx")
+        y = te.compute((1, 128, 28, 28), lambda n, o, h, v: te.sum(
+            x[n, (o // 4) * 4 + rc, h + ry, v + rx] * w[o, rc, ry, rx], axis=[rc, ry, rx]), name="Y")
+        return [x, w, y]
+
+    def dilated_conv():  # DeepLab 3x3 dilation 2, 64 -> 64, 32x32
+        x = te.placeholder((1, 64, 36, 36), name="X")
+        w = te.placeholder((64, 64, 3, 3), name="W")
+        rc, ry, rx = te.reduce_axis((0, 64), "rc"), te.reduce_axis((0, 3), "ry"), te.reduce_axis((0, 3), "rx")
+        y = te.compute((1, 64, 32, 32), lambda n, o, h, v: te.sum(
+            x[n, rc, h + 2 * ry, v + 2 * rx] * w[o, rc, ry, rx], axis=[rc, ry, rx]), name="Y")
+        return [x, w, y]
+
+    def conv3d():  # video 3x3x3, 16 -> 32 channels, 8x28x28
+        x = te.placeholder((1, 16, 10, 30, 30), name="X")
+        w = te.placeholder((32, 16, 3, 3, 3), name="W")
+        rc = te.reduce_axis((0, 16), "rc")
+        rd, ry, rx = te.reduce_axis((0, 3), "rd"), te.reduce_axis((0, 3), "ry"), te.reduce_axis((0, 3), "rx")
+        y = te.compute((1, 32, 8, 28, 28), lambda n, o, d, h, v: te.sum(
+            x[n, rc, d + rd, h + ry, v + rx] * w[o, rc, rd, ry, rx], axis=[rc, rd, ry, rx]), name="Y")
+        return [x, w, y]
+
+    def attn_scores():  # q @ k^T, 6 heads, 96 tokens, 48 per head
+        q = te.placeholder((6, 96, 48), name="Q")
+        k = te.placeholder((6, 96, 48), name="K")
+        r = te.reduce_axis((0, 48), "r")
+        s = te.compute((6, 96, 96), lambda h, i, j: te.sum(q[h, i, r] * k[h, j, r], axis=r), name="S")
+        return [q, k, s]
+
+    def softmax():  # softmax over 1000 classes, batch 24
+        x = te.placeholder((24, 1000), name="X")
+        k1, k2 = te.reduce_axis((0, 1000), "k1"), te.reduce_axis((0, 1000), "k2")
+        mx = te.compute((24,), lambda i: te.max(x[i, k1], axis=k1), name="MX")
+        ex = te.compute((24, 1000), lambda i, j: te.exp(x[i, j] - mx[i]), name="EX")
+        sm = te.compute((24,), lambda i: te.sum(ex[i, k2], axis=k2), name="SM")
+        y = te.compute((24, 1000), lambda i, j: ex[i, j] / sm[i], name="Y")
+        return [x, y]
+
+    def maxpool5():  # YOLO SPP 5x5 stride 1 max pool, 256 channels, 20x20
+        x = te.placeholder((1, 256, 24, 24), name="X")
+        ry, rx = te.reduce_axis((0, 5), "ry"), te.reduce_axis((0, 5), "rx")
+        y = te.compute((1, 256, 20, 20), lambda n, c, h, v: te.max(x[n, c, h + ry, v + rx], axis=[ry, rx]),
+                       name="Y")
+        return [x, y]
+
+    def gelu_tanh():  # GELU (tanh form) over 384 x 1536
+        x = te.placeholder((384, 1536), name="X")
+        y = te.compute((384, 1536), lambda i, j: 0.5 * x[i, j] * (1.0 + te.tanh(
+            0.7978845608 * (x[i, j] + 0.044715 * x[i, j] * x[i, j] * x[i, j]))), name="Y")
+        return [x, y]
+
+    def group_norm():  # GroupNorm, 32 groups of 8 channels, 256 x 16 x 16
+        x = te.placeholder((1, 256, 16, 16), name="X")
+        r1c, r1y, r1x = te.reduce_axis((0, 8), "c"), te.reduce_axis((0, 16), "y"), te.reduce_axis((0, 16), "x")
+        r2c, r2y, r2x = te.reduce_axis((0, 8), "c2"), te.reduce_axis((0, 16), "y2"), te.reduce_axis((0, 16), "x2")
+        s1 = te.compute((1, 32), lambda n, g: te.sum(x[n, g * 8 + r1c, r1y, r1x], axis=[r1c, r1y, r1x]), name="S1")
+        s2 = te.compute((1, 32), lambda n, g: te.sum(x[n, g * 8 + r2c, r2y, r2x] * x[n, g * 8 + r2c, r2y, r2x],
+                                                     axis=[r2c, r2y, r2x]), name="S2")
+        y = te.compute((1, 256, 16, 16), lambda n, c, h, v: (x[n, c, h, v] - s1[n, c // 8] / 2048.0) / te.sqrt(
+            s2[n, c // 8] / 2048.0 - (s1[n, c // 8] / 2048.0) * (s1[n, c // 8] / 2048.0) + 1e-5), name="Y")
+        return [x, y]
+
+    def transpose_heads():  # (1, 128, 12, 64) -> (1, 12, 128, 64)
+        x = te.placeholder((1, 128, 12, 64), name="X")
+        y = te.compute((1, 12, 128, 64), lambda n, h, t, d: x[n, t, h, d], name="Y")
+        return [x, y]
+
+    def int8_matmul():  # quantized dense: int8 x int8 -> int32, 64 x 256 x 192
+        a = te.placeholder((64, 256), name="A", dtype="int8")
+        b = te.placeholder((192, 256), name="B", dtype="int8")
+        k = te.reduce_axis((0, 256), "k")
+        c = te.compute((64, 192), lambda i, j: te.sum(a[i, k].astype("int32") * b[j, k].astype("int32"), axis=k),
+                       name="C")
+        return [a, b, c]
+
     import tvm
 
-    return {name: tvm.IRModule({"main": te.create_prim_func(f())}) for name, f in
-            (("batch_matmul", batch_matmul), ("depthwise7x7", depthwise7x7), ("conv1d", conv1d),
-             ("rms_norm", rms_norm))}
+    fs = dict(batch_matmul=batch_matmul, depthwise7x7=depthwise7x7, conv1d=conv1d, rms_norm=rms_norm,
+              grouped_conv=grouped_conv, dilated_conv=dilated_conv, conv3d=conv3d, attn_scores=attn_scores,
+              softmax=softmax, maxpool5=maxpool5, gelu_tanh=gelu_tanh, group_norm=group_norm,
+              transpose_heads=transpose_heads, int8_matmul=int8_matmul)
+    return {name: tvm.IRModule({"main": te.create_prim_func(f())}) for name, f in fs.items()}
+
+
+FIRST = ("batch_matmul", "depthwise7x7", "conv1d", "rms_norm")  # the default set (since 2026-11-29)
+ALL = FIRST + ("grouped_conv", "dilated_conv", "conv3d", "attn_scores", "softmax", "maxpool5", "gelu_tanh",
+               "group_norm", "transpose_heads", "int8_matmul")
 
 
 @contextlib.contextmanager
@@ -109,7 +200,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default=None, help="model directory (default: the bundled model)")
     ap.add_argument("--trials", type=int, default=64)
-    ap.add_argument("--ops", default=None, help="comma-separated subset of: batch_matmul,depthwise7x7,conv1d,rms_norm")
+    ap.add_argument("--ops", default=None, help="comma-separated operator names, or 'all' (default: "
+                    f"{','.join(FIRST)}); all: {','.join(ALL)}")
     ap.add_argument("--work", default=None, help="keep the tuning databases here (reused when present)")
     ap.add_argument("--device", default="local", help="device to tune and predict for")
     ap.add_argument("--compare", action="append", default=[],
@@ -125,7 +217,12 @@ def main() -> None:
     from perfcast.eval.workflow import predict_records
 
     ops = operators()
-    names = a.ops.split(",") if a.ops else list(ops)
+    names = list(ops) if a.ops == "all" else a.ops.split(",") if a.ops else list(FIRST)
+    unknown = [n for n in names if n not in ops]
+    if unknown:
+        from perfcast.errors import PerfcastError
+
+        raise PerfcastError(f"unknown operator(s) {', '.join(unknown)}; known: {', '.join(ops)} (or --ops all)")
     root = a.work or tempfile.mkdtemp(prefix="perfcast-outside-zoo-")
     for name in names:  # tune first: the calibration below should see the machine as the predictions are scored
         work = os.path.join(root, name)
@@ -152,6 +249,9 @@ def main() -> None:
                         "kendall_tau": float(kendalltau(p, m).statistic), "best_measured_s": float(m.min()),
                         "measured_of_predicted_best_s": float(m[np.argmin(p)]),
                         "median_predicted_over_measured": float(np.median(p / m))}
+            unseen = sorted({t for r in rows for t in r.get("unseen_dtypes", [])})
+            if unseen:  # element types the model never trained on (perfcast.eval.coverage): a warned extrapolation
+                out[key]["unseen_dtypes"] = unseen
             if ratio is not None:
                 p0 = np.array([r["uncalibrated_predicted_s"] for r in rows])
                 out[key].update(speed_ratio=ratio, uncalibrated_mape=float(np.mean(np.abs(p0 - m) / m)))
@@ -161,7 +261,8 @@ def main() -> None:
                       f"Kendall τ {o['kendall_tau']:.2f}  predicted/measured {o['median_predicted_over_measured']:.2f}"
                       f"  best {o['best_measured_s'] * 1e6:.1f} µs, predicted-best "
                       f"{o['measured_of_predicted_best_s'] * 1e6:.1f} µs"
-                      + (f"  (uncalibrated MAPE {o['uncalibrated_mape']:.1%})" if ratio is not None else ""),
+                      + (f"  (uncalibrated MAPE {o['uncalibrated_mape']:.1%})" if ratio is not None else "")
+                      + (f"  [unseen dtypes: {', '.join(unseen)}]" if unseen else ""),
                       flush=True)
     if a.json:
         print(json.dumps(out))
@@ -169,8 +270,9 @@ def main() -> None:
         for label in ["model"] + [f"compare {c}" for c in a.compare]:
             sel = [o for k, o in out.items() if (k in names if label == "model" else k.endswith(f"({label})"))]
             if sel:
-                print(f"{label}: mean MAPE {np.mean([o['mape'] for o in sel]):.1%}, mean τ "
-                      f"{np.mean([o['kendall_tau'] for o in sel]):.2f}")
+                taus = [o["kendall_tau"] for o in sel if o["programs"] > 1]  # (τ of one program: undefined)
+                print(f"{label}: mean MAPE {np.mean([o['mape'] for o in sel]):.1%} over {len(sel)} operators, "
+                      f"mean τ {np.mean(taus):.2f} over the {len(taus)} with more than one program")
         print(f"databases in {root}")
 
 

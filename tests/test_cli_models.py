@@ -178,6 +178,30 @@ def test_predict_records_json(trained, mlp_dataset):
     assert (low < pred).all() and (pred < high).all()
 
 
+def test_predict_records_flags_element_types_the_model_never_trained_on(trained, mlp_dataset, tmp_path):
+    """The trained model knows it saw float32 only (no entry, no warning); a copy told it trained on int8 programs
+    only marks every float32 record `unseen_dtypes` and the CLI says so in one line on stderr, JSON on stdout."""
+    import shutil
+
+    from perfcast.models.base import update_model_info
+
+    model, _ = trained
+    data, df = mlp_dataset
+    res = _cli("predict-records", str(data), "--model", str(model), "--json")
+    assert res.returncode == 0 and "warning" not in res.stderr
+    assert not any("unseen_dtypes" in x for x in json.loads(res.stdout.strip().splitlines()[-1]))
+    other = shutil.copytree(model, tmp_path / "int8-only")
+    update_model_info(other, "train_dtypes", {"int8": 10})
+    res = _cli("predict-records", str(data), "--model", str(other), "--json")
+    assert res.returncode == 0, res.stderr
+    rows = json.loads(res.stdout.strip().splitlines()[-1])
+    assert len(rows) == len(df) and all(x["unseen_dtypes"] == ["float32"] for x in rows)
+    lines = [x for x in res.stderr.splitlines() if x.startswith("warning:")]
+    assert lines == [f"warning: {len(df)} of {len(df)} programs use float32, which none of the model's training "
+                     "programs use: their predictions are extrapolations and can be off many times over; measure "
+                     "them, or collect such programs (`perfcast collect`) and retrain"]
+
+
 def test_predict_records_scaled_by_a_speed_ratio(trained, mlp_dataset):
     """`speed_ratio` (what `--calibrate` measures for a device) multiplies the predictions of that device's records
     and keeps the unscaled ones; the dataset's other devices' records stay as they were. A ratio that is no positive
@@ -344,6 +368,7 @@ def test_eval_min_protocol_rescores_the_same_test_tasks(mlp_dataset, tmp_path):
     sp = {"test_networks": "mlp", "val_frac": 0.5, "eval_min_protocol": 2}
     r = train(data=ds.root, model="xgb", split="by_network", split_params=sp, out=tmp_path / "m",
               params={"n_estimators": 20, "threads": 1}, progress=False)
+    assert r["estimator"].info_["train_dtypes"] == {"float32": r["sizes"]["train"]}  # the mlp's dense layers
     is_test = (df["workload_key"] == test_key).to_numpy()
     assert r["sizes"]["test"] == int((is_test & (df["protocol"] == 2).to_numpy()).sum()) > 0
     own = evaluate(tmp_path / "m", ds.root, progress=False)

@@ -155,6 +155,25 @@ def test_a_device_the_model_never_saw_gets_a_warning_naming_the_fix():
     assert (unseen_device_warning(m, local, "local") is None) == (device_key(local) in seen)
 
 
+def test_kernels_in_element_types_the_model_never_trained_on_get_a_warning(tmp_path):
+    """The mlp's kernels are float32: the bundled model says nothing; a copy told it trained on int8 programs only
+    names float32 for all of them in the network's warning (and still predicts the same)."""
+    import shutil
+
+    from perfcast import paths
+    from perfcast.e2e.predict import predict_network
+    from perfcast.models.base import update_model_info
+
+    plain = predict_network("mlp", context=False)
+    assert "warning" not in plain or "training programs use" not in plain["warning"]
+    other = shutil.copytree(paths.bundled_model_dir(), tmp_path / "int8-only")
+    update_model_info(other, "train_dtypes", {"int8": 10})
+    r = predict_network("mlp", model=str(other), context=False)
+    n = len(r["kernels"])
+    assert f"{n} of {n} kernels use float32, which none of the model's training programs use" in r["warning"]
+    assert r["predicted_s"] == pytest.approx(plain["predicted_s"], rel=1e-9)
+
+
 # ---------------------------------------------------------------------------------------------------- memory
 def test_mlp_memory_by_hand():
     from perfcast.collect.tasks import fuse, to_relax

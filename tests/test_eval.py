@@ -383,3 +383,86 @@ def test_intervals_per_region_fall_back_to_all_and_cover_fresh_draws():
     assert fit_intervals(meas[:MIN_PROGRAMS - 1], pred[:MIN_PROGRAMS - 1], regions[:MIN_PROGRAMS - 1]) is None
     with pytest.raises(PerfcastError, match="3 measured, 2 predicted latencies and 3 regions differ"):
         fit_intervals([1.0, 2.0, 3.0], [1.0, 2.0], [0, 0, 0])
+
+
+# ------------------------------------------------------------------------------------------- training-data coverage
+@pytest.fixture(scope="module")
+def int8_matmul():
+    """A hand-written int8 x int8 -> int32 matmul (a quantized dense layer): dtypes int8 (inputs), int32 (output,
+    casts)."""
+    from tvm.script import tirx as T
+
+    @T.prim_func(s_tir=True)
+    def qmm(A: T.Buffer((16, 32), "int8"), B: T.Buffer((24, 32), "int8"), C: T.Buffer((16, 24), "int32")):
+        for i, j, k in T.grid(16, 24, 32):
+            with T.sblock("C"):
+                vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+                with T.init():
+                    C[vi, vj] = 0
+                C[vi, vj] = C[vi, vj] + T.Cast("int32", A[vi, vk]) * T.Cast("int32", B[vj, vk])
+
+    return qmm
+
+
+class _Seen:
+    def __init__(self, train_dtypes):
+        self.info_ = {} if train_dtypes is None else {"train_dtypes": train_dtypes}
+
+
+def test_program_dtypes_of_hand_written_tir(naive_matmul, int8_matmul):
+    from perfcast.eval.coverage import program_dtypes
+
+    assert program_dtypes(naive_matmul(8, 8, 8)) == {"float32"}
+    assert program_dtypes(int8_matmul) == {"int8", "int32"}
+    assert program_dtypes(int8_matmul.script()) == {"int8", "int32"}  # the text gives the same
+    assert program_dtypes('A: T.Buffer((4,), "float16"), T.Cast("bfloat16", x), "float32x8"') == \
+        {"float16", "bfloat16", "float32x8"}
+
+
+def test_dtype_warning_names_the_unseen_types_and_only_them(naive_matmul, int8_matmul):
+    from perfcast.eval.coverage import dtype_warning, program_dtypes, unseen_dtypes
+
+    seen = _Seen({"float32": 100, "int32": 3})  # int32 only as an index type, say: it counts as seen
+    f, q = program_dtypes(naive_matmul(8, 8, 8)), program_dtypes(int8_matmul)
+    assert unseen_dtypes(seen, q) == ["int8"] and unseen_dtypes(seen, f) == []
+    assert dtype_warning(seen, [f, f]) is None
+    w = dtype_warning(seen, [f, q, q], "kernels")
+    assert w.startswith("2 of 3 kernels use int8, which none of the model's training programs use: ")
+    assert "\n" not in w and "perfcast collect" in w
+    assert dtype_warning(_Seen(None), [q]) is None and unseen_dtypes(_Seen(None), q) == []  # an older model
+    assert dtype_warning(_Seen({"int8": 1}), [q]) == (
+        "1 of 1 programs use int32, which none of the model's training programs use: their predictions are "
+        "extrapolations and can be off many times over; measure them, or collect such programs (`perfcast "
+        "collect`) and retrain")
+
+
+def test_training_dtypes_count_training_records_by_their_tasks(mlp_dataset):
+    """Over the mlp dataset (float32 dense / add / relu tasks): every record counts for float32, and only the
+    records asked about."""
+    from perfcast.data.store import Dataset
+    from perfcast.eval.coverage import training_dtypes
+
+    root, df = mlp_dataset
+    ds = Dataset(root)
+    assert training_dtypes(ds, df, np.arange(len(df))) == {"float32": len(df)}
+    assert training_dtypes(ds, df, np.arange(7)) == {"float32": 7}
+    assert training_dtypes(ds, df, np.arange(0)) == {}
+
+
+def test_bundled_model_warns_on_int8_programs_only(naive_matmul, int8_matmul):
+    """The bundled model knows its training dtypes; `predict_programs` warns on the int8 matmul (and still
+    predicts it), not on a float32 one."""
+    import warnings
+
+    from perfcast.eval.workflow import predict_programs
+    from perfcast.models import load_model
+
+    m = load_model()
+    seen = m.info_["train_dtypes"]
+    assert set(seen) == {"float32", "int64", "int32", "bool"} and seen["float32"] > 100_000
+    with pytest.warns(UserWarning, match=r"^1 of 2 programs use int8, which none of the model's training"):
+        p = predict_programs([naive_matmul(16, 24, 32), int8_matmul], model=m)
+    assert p.shape == (2,) and np.all(p > 0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        predict_programs([naive_matmul(16, 24, 32)], model=m)

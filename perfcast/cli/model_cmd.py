@@ -160,11 +160,16 @@ def predict_records(
 
         check_calibratable(path, device)  # a dataset without the device's records: say so before measuring
         ratio, note = speed_ratio_or_note(device)
+    from ..eval.coverage import unseen_warning
+
     rows = run(path, model, device, speed_ratio=ratio)
     said = [f"speed ratio {ratio:.3f} applied (this machine today / its records)." if ratio is not None else "",
             note or ""]
     if any(said):  # on stderr, as written (no rich markup): stdout stays the JSON list
         Console(stderr=True).print(" ".join(x for x in said if x), markup=False)
+    warning = unseen_warning([r.get("unseen_dtypes", []) for r in rows])
+    if warning:
+        Console(stderr=True).print(f"warning: {warning}", markup=False, soft_wrap=True)
     if json_out:
         print(json.dumps(rows))
         return

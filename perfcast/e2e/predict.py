@@ -125,7 +125,10 @@ def predict_network(network: str, batch_size: int = 1, device: str = "local", mo
     for k in kernels:
         k["share"] = k["total_predicted_s"] / total if total > 0 else 0.0
     kernels.sort(key=lambda k: -k["total_predicted_s"])
-    warning = unseen_device_warning(m, spec, device)
+    from ..eval.coverage import dtype_warning, program_dtypes
+
+    warning = "; ".join(w for w in (unseen_device_warning(m, spec, device),
+                                    dtype_warning(m, [program_dtypes(programs[k]) for k in order], "kernels")) if w)
     out = {"network": low.label, "batch_size": batch_size, "device": spec.device_id, **low.sched_info,
            "model": getattr(m, "name", "?"), "method": method, "predicted_s": total, "kernels": kernels,
            "lower_seconds": t_lower, "predict_seconds": time.time() - t0 - t_lower}

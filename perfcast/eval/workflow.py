@@ -122,6 +122,7 @@ def train(data=None, model: str = "cdmpp", split: str = "by_network", out=None, 
     so `evaluate` scores it on the same records). The model keeps prediction intervals fitted on the validation
     part (`perfcast.eval.intervals`) when it has at least `intervals.MIN_PROGRAMS` programs."""
     from ..models import get_model
+    from .coverage import training_dtypes
     from .intervals import interval_coverage, validation_intervals
 
     params = dict(params or {})
@@ -150,7 +151,8 @@ def train(data=None, model: str = "cdmpp", split: str = "by_network", out=None, 
                "transductive": transductive, "default_weight": float(default_weight),
                "searched_weight": float(searched_weight),
                "min_protocol": int(min_protocol),
-               "train_devices": train_devices(df, sp.train)}
+               "train_devices": train_devices(df, sp.train),
+               "train_dtypes": training_dtypes(ds, df, sp.train)}
     if intervals is not None:
         m.info_["intervals"] = intervals
         result["test"]["interval"] = interval_coverage(intervals, X_test, y[sp.test], pred)
@@ -290,12 +292,20 @@ def evaluate(model=None, data=None, split: str | None = None, split_params: dict
 
 # ---- prediction ------------------------------------------------------------------------------------------------
 def predict_programs(programs, model=None, device: str = "local") -> np.ndarray:
-    """Predicted latency (s) of TIR programs (IRModules, PrimFuncs or TVMScript) on `device`."""
+    """Predicted latency (s) of TIR programs (IRModules, PrimFuncs or TVMScript) on `device`. Programs in element
+    types the model never trained on (`perfcast.eval.coverage`) get a `UserWarning` saying so."""
+    import warnings
+
     from ..features.cache import features_of_programs
     from ..models import load_model
+    from .coverage import dtype_warning, program_dtypes
 
     m = model if hasattr(model, "predict") else load_model(model)
-    return m.predict(features_of_programs(list(programs), device, asm=m.needs_asm))
+    programs = list(programs)
+    warning = dtype_warning(m, [program_dtypes(p) for p in programs])
+    if warning:
+        warnings.warn(warning, stacklevel=2)
+    return m.predict(features_of_programs(programs, device, asm=m.needs_asm))
 
 
 def predict_records(path, model=None, device: str = "local", speed_ratio: float | None = None) -> list[dict]:
@@ -305,7 +315,8 @@ def predict_records(path, model=None, device: str = "local", speed_ratio: float 
     records) scales the predictions of `device`'s programs (a dataset's other devices' stay as they are; a dataset
     without records of `device` is an error); each scaled entry keeps the unscaled one as
     `uncalibrated_predicted_s`. A model with prediction intervals (`perfcast.eval.intervals`) gives every entry
-    `predicted_low_s` and `predicted_high_s` (scaled alike)."""
+    `predicted_low_s` and `predicted_high_s` (scaled alike). An entry whose program uses element types the model's
+    training programs never used has them as `unseen_dtypes` (`perfcast.eval.coverage`)."""
     from ..collect.calibrate import check_ratio
     from ..data.importer import database_records
     from ..models import load_model
@@ -324,6 +335,7 @@ def predict_records(path, model=None, device: str = "local", speed_ratio: float 
         pred = m.predict(X)
         out = [{"record_id": r, "task_name": t, "device_id": d, "predicted_s": float(ps), "measured_s": float(ms)}
                for r, t, d, ps, ms in zip(df["record_id"], df["task_name"], df["device_id"], pred, df["latency_s"])]
+        _mark_unseen_dtypes(out, m, _dataset_dtypes(ds, df))
     table = model_intervals(m)
     if table and out:
         for e, lo, hi in zip(out, *interval_factors(table, program_regions(X))):
@@ -363,6 +375,8 @@ def _predict_database(p: Path, m, device: str, database_records) -> tuple[list[d
 
     from ..features.cache import features_of_programs
 
+    from .coverage import program_dtypes
+
     rows = database_records(str(p))  # (loads the x86 intrinsics the traces may tensorize with)
     progs = [r.program() for r in rows]
     X = features_of_programs(progs, device, asm=m.needs_asm) if progs else None
@@ -373,7 +387,31 @@ def _predict_database(p: Path, m, device: str, database_records) -> tuple[list[d
         if r.measured:
             e["measured_s"] = float(statistics.median(r.run_secs))
         out.append(e)
+    per_workload: dict = {}  # TVM objects hash by identity: one script per workload object the database holds
+    for r in rows:
+        if r.workload_mod not in per_workload:
+            per_workload[r.workload_mod] = program_dtypes(r.workload_mod)
+    _mark_unseen_dtypes(out, m, [per_workload[r.workload_mod] for r in rows])
     return out, X
+
+
+def _dataset_dtypes(ds, df) -> list:
+    """Each record's task's element types (`program_dtypes` of the task table's TVMScript; none if absent)."""
+    from .coverage import program_dtypes
+
+    tasks = ds.read("tasks", columns=["workload_key", "tir_script"]).to_pandas()
+    per_task = {k: program_dtypes(s) for k, s in zip(tasks["workload_key"], tasks["tir_script"])}
+    return [per_task.get(k, frozenset()) for k in df["workload_key"]]
+
+
+def _mark_unseen_dtypes(entries: list[dict], m, dtypes: list) -> None:
+    """`unseen_dtypes` on every entry whose program uses element types the model never trained on."""
+    from .coverage import unseen_dtypes
+
+    for e, d in zip(entries, dtypes):
+        bad = unseen_dtypes(m, d)
+        if bad:
+            e["unseen_dtypes"] = bad
 
 
 def save_json(obj, path) -> None:

@@ -1,0 +1,62 @@
+"""What a model's training programs cover, and one line for programs outside it.
+
+The bundled data is float32 networks: its tasks' buffers are float32, plus int32 / int64 index buffers of a few
+gather kernels. A program that computes in another element type (an int8 quantized matmul, a float16 kernel) is
+predicted from features that never saw its instructions: an int8 × int8 → int32 matmul tuned on the znver3 host
+came out at a median 0.06 × its measured time, Kendall τ .24 (`python bench/outside_zoo.py --ops int8_matmul`). So a
+trained model remembers its training programs' element types (`info["train_dtypes"]`: dtype → training records, set
+by `perfcast.eval.workflow.train`) and every prediction path says when a program uses one it never saw
+(`perfcast predict`, `perfcast predict-records`, `predict_programs`). A model saved before this existed has no such
+entry and gives no warning.
+
+Element types are read from the program's TVMScript: every quoted dtype (buffer declarations, allocations, casts).
+"""
+
+from __future__ import annotations
+
+import re
+
+DTYPE_RE = re.compile(r'"((?:u?int|float|bfloat)\d+(?:x\d+)?|bool)"')
+
+
+def program_dtypes(program) -> frozenset[str]:
+    """The element types a program declares, allocates or casts to: its TVMScript's quoted dtypes
+    ('float32', 'int8', ...). `program`: TVMScript text, a PrimFunc or an IRModule."""
+    text = program if isinstance(program, str) else program.script()
+    return frozenset(DTYPE_RE.findall(text))
+
+
+def training_dtypes(ds, df, idx) -> dict[str, int]:
+    """{dtype: training records whose task uses it} over the records `idx` of `df` (their tasks' TVMScript in the
+    dataset's task table; a record whose task is not there counts for nothing)."""
+    tasks = ds.read("tasks", columns=["workload_key", "tir_script"]).to_pandas()
+    per_task = {k: program_dtypes(s) for k, s in zip(tasks["workload_key"], tasks["tir_script"])}
+    counts: dict[str, int] = {}
+    for key, n in df["workload_key"].iloc[idx].value_counts().items():
+        for d in per_task.get(key, ()):
+            counts[d] = counts.get(d, 0) + int(n)
+    return dict(sorted(counts.items(), key=lambda kv: -kv[1]))
+
+
+def unseen_dtypes(model, dtypes) -> list[str]:
+    """The dtypes of `dtypes` that none of the model's training programs use ([] for a model that does not know
+    its training dtypes)."""
+    seen = (getattr(model, "info_", {}) or {}).get("train_dtypes")
+    return [] if seen is None else sorted(set(dtypes) - set(seen))
+
+
+def dtype_warning(model, programs_dtypes, what: str = "programs") -> str | None:
+    """One line when some of the programs (their `program_dtypes`) compute in element types the model never trained
+    on; None when all are covered (or the model does not know its training dtypes)."""
+    return unseen_warning([unseen_dtypes(model, d) for d in programs_dtypes], what)
+
+
+def unseen_warning(unseen: list, what: str = "programs") -> str | None:
+    """The line for programs whose `unseen_dtypes` are `unseen` (one list per program, [] when covered)."""
+    n = sum(bool(b) for b in unseen)
+    if not n:
+        return None
+    types = sorted({t for b in unseen for t in b})
+    return (f"{n} of {len(unseen)} {what} use {', '.join(types)}, which none of the model's training programs use: "
+            f"their predictions are extrapolations and can be off many times over; measure them, or collect such "
+            f"programs (`perfcast collect`) and retrain")
