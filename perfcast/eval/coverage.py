@@ -3,7 +3,7 @@
 The bundled data is float32 networks: its tasks' buffers are float32, plus int32 / int64 index buffers of a few
 gather kernels. A program that computes in another element type (an int8 quantized matmul, a float16 kernel) is
 predicted from features that never saw its instructions: an int8 × int8 → int32 matmul tuned on the znver3 host
-came out at a median 0.06 × its measured time, Kendall τ .24 (`python bench/outside_zoo.py --ops int8_matmul`). So a
+came out at a median 0.06–0.07 × its measured time, Kendall τ .24 (`python bench/outside_zoo.py --ops int8_matmul`). So a
 trained model remembers its training programs' element types (`info["train_dtypes"]`: dtype → training records, set
 by `perfcast.eval.workflow.train`) and every prediction path says when a program uses one it never saw
 (`perfcast predict`, `perfcast predict-records`, `predict_programs`). A model saved before this existed has no such
@@ -26,11 +26,21 @@ def program_dtypes(program) -> frozenset[str]:
     return frozenset(DTYPE_RE.findall(text))
 
 
-def training_dtypes(ds, df, idx) -> dict[str, int]:
-    """{dtype: training records whose task uses it} over the records `idx` of `df` (their tasks' TVMScript in the
-    dataset's task table; a record whose task is not there counts for nothing)."""
+def task_dtypes(ds) -> dict[str, frozenset[str]]:
+    """{workload key: `program_dtypes` of the task's TVMScript} over a dataset's task table."""
     tasks = ds.read("tasks", columns=["workload_key", "tir_script"]).to_pandas()
-    per_task = {k: program_dtypes(s) for k, s in zip(tasks["workload_key"], tasks["tir_script"])}
+    return {k: program_dtypes(s) for k, s in zip(tasks["workload_key"], tasks["tir_script"])}
+
+
+def record_dtypes(ds, df) -> list[frozenset[str]]:
+    """Each record's task's element types (none for a record whose task is not in the task table)."""
+    per_task = task_dtypes(ds)
+    return [per_task.get(k, frozenset()) for k in df["workload_key"]]
+
+
+def training_dtypes(ds, df, idx) -> dict[str, int]:
+    """{dtype: training records whose task uses it} over the records `idx` of `df`, most used first."""
+    per_task = task_dtypes(ds)
     counts: dict[str, int] = {}
     for key, n in df["workload_key"].iloc[idx].value_counts().items():
         for d in per_task.get(key, ()):

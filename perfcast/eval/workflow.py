@@ -320,6 +320,7 @@ def predict_records(path, model=None, device: str = "local", speed_ratio: float 
     from ..collect.calibrate import check_ratio
     from ..data.importer import database_records
     from ..models import load_model
+    from .coverage import record_dtypes
     from .intervals import interval_factors, model_intervals, program_regions
 
     p = Path(path)
@@ -335,7 +336,7 @@ def predict_records(path, model=None, device: str = "local", speed_ratio: float 
         pred = m.predict(X)
         out = [{"record_id": r, "task_name": t, "device_id": d, "predicted_s": float(ps), "measured_s": float(ms)}
                for r, t, d, ps, ms in zip(df["record_id"], df["task_name"], df["device_id"], pred, df["latency_s"])]
-        _mark_unseen_dtypes(out, m, _dataset_dtypes(ds, df))
+        _mark_unseen_dtypes(out, m, record_dtypes(ds, df))
     table = model_intervals(m)
     if table and out:
         for e, lo, hi in zip(out, *interval_factors(table, program_regions(X))):
@@ -374,7 +375,6 @@ def _predict_database(p: Path, m, device: str, database_records) -> tuple[list[d
     import statistics
 
     from ..features.cache import features_of_programs
-
     from .coverage import program_dtypes
 
     rows = database_records(str(p))  # (loads the x86 intrinsics the traces may tensorize with)
@@ -393,15 +393,6 @@ def _predict_database(p: Path, m, device: str, database_records) -> tuple[list[d
             per_workload[r.workload_mod] = program_dtypes(r.workload_mod)
     _mark_unseen_dtypes(out, m, [per_workload[r.workload_mod] for r in rows])
     return out, X
-
-
-def _dataset_dtypes(ds, df) -> list:
-    """Each record's task's element types (`program_dtypes` of the task table's TVMScript; none if absent)."""
-    from .coverage import program_dtypes
-
-    tasks = ds.read("tasks", columns=["workload_key", "tir_script"]).to_pandas()
-    per_task = {k: program_dtypes(s) for k, s in zip(tasks["workload_key"], tasks["tir_script"])}
-    return [per_task.get(k, frozenset()) for k in df["workload_key"]]
 
 
 def _mark_unseen_dtypes(entries: list[dict], m, dtypes: list) -> None:
