@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -48,6 +49,7 @@ class SearchStats:
     online_fits: int = 0  # per-task corrections fitted (online=True)
     predict_s: float = 0.0  # wall time inside `predict`
     measured: dict = field(default_factory=dict)  # task name -> [(predicted_s, measured_s)]
+    unseen_dtypes: dict = field(default_factory=dict)  # task name -> element types the model never trained on
 
     def rank_correlation(self) -> dict[str, float]:
         """Kendall tau-b per task between predicted and measured latency of the programs the search measured
@@ -72,7 +74,8 @@ class SearchStats:
                 "s_per_program": self.predict_s / self.programs_scored if self.programs_scored else None,
                 "measured_programs": sum(len(v) for v in self.measured.values()),
                 "kendall_tau_by_task": {k: t if math.isfinite(t) else None for k, t in taus.items()},
-                "kendall_tau_mean": float(np.mean(finite)) if finite else None}
+                "kendall_tau_mean": float(np.mean(finite)) if finite else None,
+                "unseen_dtypes": {k: v for k, v in self.unseen_dtypes.items() if v}}
 
     def describe(self) -> str:
         """One line for a person."""
@@ -82,8 +85,11 @@ class SearchStats:
                f"{s['kendall_tau_mean']:.2f} (mean of {len(s['kendall_tau_by_task'])} tasks)"
                if s["kendall_tau_mean"] is not None else "")
         online = f", {s['online_fits']} online corrections fitted" if s["online_fits"] else ""
+        unseen = s["unseen_dtypes"]
+        blind = (f"; {len(unseen)} task(s) in element types the model never trained on, ranked blind: "
+                 + ", ".join(f"{t} ({', '.join(d)})" for t, d in unseen.items())) if unseen else ""
         return (f"perfcast cost model: {s['programs_scored']} programs scored in {s['predict_s']:.1f} s{per}, "
-                f"{s['cache_hits']} from the cache, {s['failed']} failed{online}{tau}")
+                f"{s['cache_hits']} from the cache, {s['failed']} failed{online}{tau}{blind}")
 
 
 ONLINE_MIN_MEASURED = 16  # measured programs of a task before its online correction is fitted (one search round)
@@ -142,6 +148,7 @@ def perfcast_cost_model(model=None, device: str = "local", online: bool = False,
 
     from .. import paths
     from ..devices import get_device
+    from ..eval.coverage import program_dtypes, unseen_dtypes
     from ..features.cache import features_of_programs
     from ..models import load_model
     from ..models.gbdt import program_matrix
@@ -188,7 +195,14 @@ def perfcast_cost_model(model=None, device: str = "local", online: bool = False,
 
         def predict(self, context, candidates) -> np.ndarray:
             t0 = time.perf_counter()
-            lat = self._corrected(str(context.task_name), *self._latencies([c.sch.mod for c in candidates]))
+            task = str(context.task_name)
+            if task not in self.stats.unseen_dtypes:  # once per task: its workload's element types
+                self.stats.unseen_dtypes[task] = unseen = unseen_dtypes(m, program_dtypes(context.mod))
+                if unseen:
+                    warnings.warn(f"task {task!r} uses {', '.join(unseen)}, which none of the perfcast model's "
+                                  "training programs use: it ranks this task's candidates blind; steer such tasks "
+                                  "with --cost-model xgb", stacklevel=2)
+            lat = self._corrected(task, *self._latencies([c.sch.mod for c in candidates]))
             self.stats.predict_calls += 1
             self.stats.predict_s += time.perf_counter() - t0
             with np.errstate(divide="ignore"):
