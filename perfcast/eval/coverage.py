@@ -3,11 +3,11 @@
 The bundled data is float32 networks: its tasks' buffers are float32, plus int32 / int64 index buffers of a few
 gather kernels. A program that computes in another element type (an int8 quantized matmul, a float16 kernel) is
 predicted from features that never saw its instructions: an int8 × int8 → int32 matmul tuned on the znver3 host
-came out at a median 0.06–0.07 × its measured time, Kendall τ .24 (`python bench/outside_zoo.py --ops int8_matmul`). So a
-trained model remembers its training programs' element types (`info["train_dtypes"]`: dtype → training records, set
-by `perfcast.eval.workflow.train`) and every prediction path says when a program uses one it never saw
-(`perfcast predict`, `perfcast predict-records`, `predict_programs`). A model saved before this existed has no such
-entry and gives no warning.
+came out at a median 0.06–0.07 × its measured time, Kendall τ .24 (`python bench/outside_zoo.py --ops
+int8_matmul`). So a trained model remembers its training programs' element types (`info["train_dtypes"]`: dtype →
+training records, set by `perfcast.eval.workflow.train`) and every prediction path says when a program uses one it
+never saw (`perfcast predict`, `perfcast predict-records`, `predict_programs`, the search cost model). A model saved
+before this existed has no such entry and gives no warning.
 
 Element types are read from the program's TVMScript: every quoted dtype (buffer declarations, allocations, casts).
 """
