@@ -82,9 +82,15 @@ def test_predict_mlp_with_measure_is_real_and_consistent():
     # every kernel was timed in the network; one by one they add up to about the whole network: the three dense
     # layers are nearly all of an MLP's time. The bounds are loose because an instrumented run is one cold call
     # with Python hooks between kernels while the network time is a warm time-evaluator loop (measured 0.9-1.16x
-    # on this 2 ms network; 0.97-1.03x on resnet50, mobilenet_v2, bert_tiny)
+    # on this 2 ms network; 0.97-1.03x on resnet50, mobilenet_v2, bert_tiny). The two are timed apart, and a burst
+    # of CPU steal on a shared host can slow one of them (1.71x once in a clean-clone CI on the znver3 host,
+    # 2026-11-30): a pair outside the bounds is measured again, up to twice, before the test fails
     assert all("measured_s" in k for k in r["kernels"])
-    assert 0.6 * r["measured_s"] <= r["measured_kernels_sum_s"] <= 1.5 * r["measured_s"]
+    ratios = [r["measured_kernels_sum_s"] / r["measured_s"]]
+    while not 0.6 <= ratios[-1] <= 1.5 and len(ratios) < 3:
+        again = predict_network("mlp", batch_size=1, device="local", measure=True)
+        ratios.append(again["measured_kernels_sum_s"] / again["measured_s"])
+    assert 0.6 <= ratios[-1] <= 1.5, ratios
     for k in r["kernels"]:
         assert k["ratio"] == pytest.approx(k["measured_s"] / k["predicted_s"])
     # the VM allocated the two hidden activations and the output (TVM's plan) beside the weights and inputs: more
