@@ -40,6 +40,24 @@ def matmul64():
 
 
 @pytest.fixture(scope="session")
+def int8_matmul():
+    """A hand-written int8 x int8 -> int32 matmul (a quantized dense layer): dtypes int8 (inputs), int32 (output,
+    casts)."""
+    from tvm.script import tirx as T
+
+    @T.prim_func(s_tir=True)
+    def qmm(A: T.Buffer((16, 32), "int8"), B: T.Buffer((24, 32), "int8"), C: T.Buffer((16, 24), "int32")):
+        for i, j, k in T.grid(16, 24, 32):
+            with T.sblock("C"):
+                vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+                with T.init():
+                    C[vi, vj] = 0
+                C[vi, vj] = C[vi, vj] + T.Cast("int32", A[vi, vk]) * T.Cast("int32", B[vj, vk])
+
+    return qmm
+
+
+@pytest.fixture(scope="session")
 def target_json():
     import json
 

@@ -44,25 +44,20 @@ def test_scores_are_inverse_predicted_latency_and_cached(program_model, matmul64
     assert len({tvm_ffi.structural_hash(m) for m in progs}) == 6  # six distinct programs were drawn
 
 
-def test_tasks_in_unseen_element_types_are_warned_and_counted(program_model, matmul64):
+def test_tasks_in_unseen_element_types_are_warned_and_counted(program_model, matmul64, int8_matmul):
     """The model trained on float32 programs only: an int8 x int8 -> int32 matmul task gets one warning (at its
     first scoring, none after), its unseen int8 and int32 land in the stats and their line; a float32 task gets
     neither."""
     import warnings
 
     import tvm
-    from tvm import te
     from tvm.s_tir import Schedule
     from tvm.s_tir import meta_schedule as ms
 
     from perfcast.devices import get_device
     from perfcast.search import perfcast_cost_model
 
-    a = te.placeholder((16, 32), name="A", dtype="int8")
-    b = te.placeholder((24, 32), name="B", dtype="int8")
-    k = te.reduce_axis((0, 32), "k")
-    c = te.compute((16, 24), lambda i, j: te.sum(a[i, k].astype("int32") * b[j, k].astype("int32"), axis=k))
-    qmm = tvm.IRModule({"main": te.create_prim_func([a, b, c])})
+    qmm = tvm.IRModule({"main": int8_matmul})
     target = get_device("local:threads=1").target()
     cm = perfcast_cost_model(program_model, "local:threads=1")
     assert set(program_model.info_["train_dtypes"]) == {"float32"}
