@@ -72,6 +72,26 @@ def test_candidate_tasks_are_the_ones_adapt_can_measure():
     np.testing.assert_array_equal(Xp.device, np.ones((4, 2)))
 
 
+def test_source_sample_caps_each_device_and_prefers_the_pool():
+    """`perfcast adapt` computes features only of the records it uses: per source device (code-generation variants
+    apart) at most `per_device`, the task pool's rows first."""
+    import pandas as pd
+
+    from perfcast.adapt.workflow import pool_rows, source_sample
+
+    df = pd.DataFrame({"device_spec_json": ["A"] * 6 + ["B"] * 2,
+                       "workload_key": ["t", "t", "t", "u", "u", "v", "t", "u"],
+                       "program_hash": ["1", "2", "3", "4", "4", "5", "1", "4"]}, index=np.arange(10, 18))
+    got = source_sample(df, per_device=3, prefer=[11, 14, 16])
+    assert len(got) == 5 and set(got) >= {11, 14, 16, 17} and sum(df.loc[got, "device_spec_json"] == "A") == 3
+    assert source_sample(df, per_device=3, seed=1).tolist() == source_sample(df, per_device=3, seed=1).tolist()
+    assert source_sample(df, per_device=100).tolist() == list(range(10, 18))
+    # one row per distinct (task, program), at most per_task per task: t has programs 1, 2, 3; u has 4; v has 5
+    rows = pool_rows(df, per_task=2, seed=0)
+    assert df.loc[rows, "workload_key"].tolist().count("t") == 2 and len(rows) == 4
+    assert set(df.loc[rows, "program_hash"]) >= {"4", "5"}
+
+
 def test_registries_name_what_they_know():
     assert list_samplers() == ["kmeans", "random"]
     assert list_methods() == ["cmd", "finetune", "lottery", "mtl", "proxy"]
@@ -239,6 +259,34 @@ def test_tree_models_adapt_by_continued_boosting(name, params, two_cpus, tmp_pat
     np.testing.assert_allclose(load_model(tmp_path / name).predict(X.take(tgt)), m.predict(X.take(tgt)), rtol=1e-5)
 
 
+def test_crossfit_intervals_are_the_out_of_fold_errors(two_cpus, mlp_dataset):
+    """A new CPU has no record but the measured tasks: with one fold per task, each task is predicted by the model
+    adapted to the others, and the interval is the conformal bounds of those errors (computed by hand here)."""
+    from perfcast.adapt.workflow import adapt_model, crossfit_intervals
+    from perfcast.eval.intervals import MIN_PROGRAMS, conformal_bounds
+    from perfcast.features.cache import ProgramFeatures
+
+    base, X, y, src, _ = two_cpus
+    _, df = mlp_dataset
+    intel = df.device_key.to_numpy() == "local@Intel(R) Xeon(R) Processor/emeraldrapids"
+    wk = df.workload_key.to_numpy()
+    tasks = sorted(set(wk[intel]))
+    measured = {t: (X.take(np.flatnonzero(intel & (wk == t))), y[intel & (wk == t)]) for t in tasks}
+    n = sum(len(v[1]) for v in measured.values())
+    assert len(tasks) >= 3 and n >= MIN_PROGRAMS
+    table = crossfit_intervals(base, "proxy", measured, X.take(src), y[src], folds=len(tasks))
+    logs = []
+    for t in tasks:
+        rest = [u for u in tasks if u != t]
+        m = adapt_model(base, "proxy", ProgramFeatures.concat([measured[u][0] for u in rest]),
+                        np.concatenate([measured[u][1] for u in rest]), X.take(src), y[src])
+        logs.append(np.log(measured[t][1] / m.predict(measured[t][0])))
+    np.testing.assert_allclose(table["all"], conformal_bounds(np.concatenate(logs)), rtol=1e-6)
+    assert table["n"] == n and table["level"] == 0.8
+    assert table["fitted_on"] == f"{len(tasks)}-fold cross-fitting over the {len(tasks)} measured tasks"
+    assert crossfit_intervals(base, "proxy", {tasks[0]: measured[tasks[0]]}, X.take(src), y[src]) is None
+
+
 def test_the_mape_scale_is_the_best_single_factor():
     from perfcast.adapt.proxy import mape_scale
 
@@ -336,6 +384,7 @@ def test_adapt_measures_a_new_target_for_real(two_cpus, mlp_dataset, tmp_path):
                         params={"epochs": 3}), log=lambda m: None, progress=False)
     assert r["n_tasks"] == 1 and r["programs"] == 2 and r["reused_records"] == 0
     assert r["measure_seconds"] > 0 and r["mape_before"] is None and r["held_out_records"] == 0
+    assert r["interval"] is None  # one measured task: nothing to cross-fit an interval on
     recs = records_frame(Dataset(tmp_path / "adapted" / "measurements"))
     assert len(recs) == 2 and set(recs.device_id) == {dev} and set(recs.workload_key) == set(r["tasks"])
     assert (recs.latency_s > 0).all()
@@ -352,6 +401,14 @@ def test_adapt_measures_a_new_target_for_real(two_cpus, mlp_dataset, tmp_path):
     assert set(dist) == {"before adaptation", "after adaptation"} and all(v > 0 for v in dist.values())
     with pytest.raises(PerfcastError, match="is not an adapted model; make one with `perfcast adapt --out DIR`"):
         latent_report(tmp_path / "base", str(data), tmp_path / "report", progress=False)
+    # `--calibrate` with the adapted model times the device against the measurements it learned the device from
+    from perfcast.collect.calibrate import calibrate, reference_dataset
+
+    assert reference_dataset(dev, tmp_path / "adapted") == str(tmp_path / "adapted" / "measurements")
+    assert reference_dataset("local:mcpu=x86-64,threads=1", tmp_path / "adapted") is None
+    assert reference_dataset(dev, tmp_path / "base") is None and reference_dataset(dev) is None
+    cal = calibrate(dev, data=reference_dataset(dev, tmp_path / "adapted"), programs=2, exclude_networks=())
+    assert cal.programs == 2 and cal.reference_protocol == 2 and 0.5 < cal.speed_ratio < 2.0
 
 
 def test_adapt_without_a_collectable_task_says_so_before_measuring(two_cpus, mlp_dataset, tmp_path):

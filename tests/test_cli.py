@@ -72,6 +72,8 @@ def test_predict_calibrate_on_a_device_without_records_warns_and_predicts():
     r = json.loads(res.stdout)
     assert "speed_ratio" not in r and r["predicted_s"] > 0
     assert "not calibrated: no record of 'local:mcpu=sandybridge,threads=1@" in r["warning"]
+    assert ("adapt the model to it, which measures it (`perfcast adapt --device local:mcpu=sandybridge,threads=1 "
+            "--out DIR`), and predict with --model DIR --calibrate") in r["warning"]
 
 
 def test_unreadable_onnx_is_one_line(tmp_path):

@@ -213,7 +213,7 @@ def test_errors_are_one_line(imported, tmp_path, monkeypatch):
         summarize(None)
 
 
-def test_predict_records_of_a_database(tuned_db):
+def test_predict_records_of_a_database(tuned_db, model_of_this_cpu):
     """`predict_records` on a meta-schedule database: one entry per tuning record in `get_all_tuning_records()` order,
     `measured_s` the median of its run_secs (none for the failed run), `predicted_s` the bundled model's prediction of
     the program its trace gives (as `predict_programs` predicts it); a speed ratio scales every entry. The CLI's
@@ -224,7 +224,7 @@ def test_predict_records_of_a_database(tuned_db):
     from perfcast.eval.workflow import predict_programs, predict_records
 
     db = database_records(tuned_db)
-    rows = predict_records(tuned_db, device=DEVICE)
+    rows = predict_records(tuned_db, model=model_of_this_cpu, device=DEVICE)
     assert [r["index"] for r in rows] == list(range(len(db))) and len(db) == 9
     for r, d in zip(rows, db):
         assert ("measured_s" in r) == d.measured
@@ -244,7 +244,10 @@ def test_predict_records_of_a_database(tuned_db):
     np.testing.assert_allclose([r["predicted_low_s"] for r in rows], ref * lo, rtol=1e-6)
     np.testing.assert_allclose([r["predicted_high_s"] for r in rows], ref * hi, rtol=1e-6)
     assert (lo < 1).all() and (hi > 1).all()
-    scaled = predict_records(tuned_db, device=DEVICE, speed_ratio=2.0)
+    # on a device the model never measured, no interval (its errors on the others do not hold there)
+    unseen = predict_records(tuned_db, device="local:mcpu=sandybridge,threads=1")
+    assert len(unseen) == 9 and not any("predicted_low_s" in r for r in unseen)
+    scaled = predict_records(tuned_db, model=model_of_this_cpu, device=DEVICE, speed_ratio=2.0)
     np.testing.assert_allclose([r["predicted_s"] for r in scaled], 2.0 * ref, rtol=1e-6)
     np.testing.assert_allclose([r["predicted_high_s"] for r in scaled], 2.0 * ref * hi, rtol=1e-6)
     assert [r["uncalibrated_predicted_s"] for r in scaled] == [r["predicted_s"] for r in rows]

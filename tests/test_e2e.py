@@ -441,17 +441,16 @@ def test_a_speed_ratio_scales_every_kernel_and_keeps_the_uncalibrated_total():
         predict_network("mlp", speed_ratio=-1.0)
 
 
-def test_a_network_interval_replays_every_kernel_at_its_bounds(tmp_path):
+def test_a_network_interval_replays_every_kernel_at_its_bounds(tmp_path, model_of_this_cpu):
     """With the bundled model's interval table: each kernel's bounds are its prediction times its region's factors
     and the network's (one unit, no context) is the sum of the kernels' bounds times their calls; a model without a
-    table gives no interval."""
+    table gives no interval, nor does one on a device it never trained on."""
     import shutil
 
-    from perfcast import paths
     from perfcast.e2e import predict_network
     from perfcast.models import load_model
 
-    m = load_model()
+    m = load_model(model_of_this_cpu)
     table = m.info_["intervals"]
     r = predict_network("mlp", model=m, context=False)
     factors = {tuple(b) for b in [table["all"], *table["regions"].values()]}
@@ -465,13 +464,17 @@ def test_a_network_interval_replays_every_kernel_at_its_bounds(tmp_path):
     assert iv["high_s"] == pytest.approx(sum(k["predicted_high_s"] * k["calls"] for k in r["kernels"]), rel=1e-9)
     # the same model without its table
     bare = tmp_path / "bare"
-    shutil.copytree(paths.bundled_model_dir(), bare)
+    shutil.copytree(model_of_this_cpu, bare)
     meta = json.loads((bare / "model.json").read_text())
     del meta["info"]["intervals"]
     (bare / "model.json").write_text(json.dumps(meta))
     r2 = predict_network("mlp", model=str(bare), context=False)
     assert "interval" not in r2 and all("predicted_low_s" not in k for k in r2["kernels"])
     assert r2["predicted_s"] == pytest.approx(r["predicted_s"], rel=1e-9)
+    # a device the model never measured: the same prediction arithmetic, no interval, and the warning says why
+    r3 = predict_network("mlp", device="local:mcpu=sandybridge,threads=1", model=m, context=False)
+    assert "interval" not in r3 and all("predicted_low_s" not in k for k in r3["kernels"])
+    assert "no interval (the model's errors on those devices do not hold on another" in r3["warning"]
 
 
 @pytest.mark.parametrize("value, expect", [

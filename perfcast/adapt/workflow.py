@@ -24,6 +24,9 @@ import numpy as np
 
 from ..errors import PerfcastError
 
+CROSSFIT_FOLDS = 5  # task groups of the cross-fitted intervals of an adapted model (`crossfit_intervals`)
+SOURCE_PER_DEVICE = 1000  # source records per device `perfcast adapt` reads (finetune replays at most 2,000 in all)
+
 
 @dataclass(frozen=True)
 class AdaptConfig:
@@ -44,17 +47,35 @@ class AdaptConfig:
 
 
 # ---- pieces the bench reuses ------------------------------------------------------------------------------------
-def task_pool(df, X, device_vector, per_task: int = 8, seed: int = 0):
-    """(task key per row, ProgramFeatures) of up to `per_task` distinct programs per task, on the target device.
-    `df`'s index labels are rows of `X` (a frame filtered from the one `X` belongs to will do)."""
+def pool_rows(df, per_task: int = 8, seed: int = 0) -> np.ndarray:
+    """Index labels of `df` of up to `per_task` distinct programs per task (drawn with `seed`), sorted."""
     rng = np.random.default_rng(seed)
     first = df.drop_duplicates(["workload_key", "program_hash"])
     rows = []
     for _, g in first.groupby("workload_key", sort=True):
         idx = g.index.to_numpy()
         rows.extend(rng.permutation(idx)[:per_task] if len(idx) > per_task else idx)
-    rows = np.asarray(sorted(rows))
+    return np.asarray(sorted(rows), dtype=np.int64)
+
+
+def task_pool(df, X, device_vector, per_task: int = 8, seed: int = 0):
+    """(task key per row, ProgramFeatures) of up to `per_task` distinct programs per task, on the target device.
+    `df`'s index labels are rows of `X` (a frame filtered from the one `X` belongs to will do)."""
+    rows = pool_rows(df, per_task, seed)
     return df.loc[rows, "workload_key"].to_numpy().astype(str), X.take(rows).on_device(device_vector)
+
+
+def source_sample(df, per_device: int = SOURCE_PER_DEVICE, prefer=None, seed: int = 0) -> np.ndarray:
+    """Index labels of up to `per_device` records of each device of `df` (its `device_spec_json`, so code-generation
+    variants count apart), taken first among the labels in `prefer`, then drawn with `seed`; sorted."""
+    rng = np.random.default_rng(seed)
+    prefer = set() if prefer is None else set(np.asarray(prefer).tolist())
+    rows: list = []
+    for _, g in df.groupby("device_spec_json", sort=True):
+        idx = rng.permutation(g.index.to_numpy())
+        first = np.array([i in prefer for i in idx], bool)
+        rows.extend(np.concatenate([idx[first], idx[~first]])[:per_device])
+    return np.asarray(sorted(rows), dtype=np.int64)
 
 
 def measurable(df, network_rows: list[dict], is_target: np.ndarray) -> np.ndarray:
@@ -126,8 +147,69 @@ def _measure(ds, rows: list[dict], tasks: list[str], cfg: AdaptConfig, out: Path
     return res.seconds
 
 
+def crossfit_intervals(base, method: str, measured: dict, X_src, y_src, params: dict | None = None, seed: int = 0,
+                       folds: int = CROSSFIT_FOLDS) -> dict | None:
+    """Prediction intervals of an adaptation from its own measurements, for a target with no other record: the
+    measured tasks are split into `folds` groups; the base is adapted by `method` to all groups but one and predicts
+    that one (programs of tasks it never saw, as the adapted model will), and the out-of-fold errors are fitted as
+    `eval.intervals.fit_intervals` fits validation errors. None with fewer than two tasks or too few programs."""
+    from ..eval.intervals import fit_intervals, program_regions
+    from ..features.cache import ProgramFeatures
+
+    tasks = sorted(measured)
+    k = min(folds, len(tasks))
+    if k < 2:
+        return None
+    order = np.random.default_rng(seed).permutation(len(tasks))
+    ys, ps, regs = [], [], []
+    for f in range(k):
+        out = [tasks[i] for i in order[f::k]]
+        inn = [t for t in tasks if t not in out]
+        Xi = ProgramFeatures.concat([measured[t][0] for t in inn])
+        yi = np.concatenate([measured[t][1] for t in inn])
+        m = adapt_model(base, method, Xi, yi, X_src, y_src, params, seed)
+        Xo = ProgramFeatures.concat([measured[t][0] for t in out])
+        ys.append(np.concatenate([measured[t][1] for t in out]))
+        ps.append(m.predict(Xo))
+        regs.append(program_regions(Xo))
+    table = fit_intervals(np.concatenate(ys), np.concatenate(ps), np.concatenate(regs))
+    if table is None:
+        return None
+    return {**table, "fitted_on": f"{k}-fold cross-fitting over the {len(tasks)} measured tasks"}
+
+
 def _target_rows(df, dkey: str):
     return df["device_key"].to_numpy() == dkey
+
+
+def load_for_adapt(data, dkey: str, asm: bool = False, seed: int = 0, progress: bool = True):
+    """(dataset, records frame, ProgramFeatures, its network rows at batch size 1, the task pool's rows (bool),
+    the source replay sample's rows) of what adapting to `dkey` uses of `data` (default: bundled): features only of
+    the records used (a fresh install has no feature cache, and all of the bundled records' take ~40 min on 2
+    cores): the target's, the candidate tasks' pool (`select_tasks` on the pool rows) and a per-device sample of
+    the source devices' (`source_sample`: the methods replay at most `max_source` of them; `proxy` tries each
+    device)."""
+    from ..eval.workflow import open_records
+    from ..features.asm_cache import dataset_asm
+    from ..features.cache import dataset_features
+
+    ds, df = open_records(data)
+    is_t = _target_rows(df, dkey)
+    if is_t.all():
+        raise PerfcastError(f"the dataset has records of {dkey} only; adaptation needs records of other devices")
+    net_rows = [r for r in ds.read("networks").to_pylist() if r["batch_size"] == 1]
+    cand = measurable(df, net_rows, is_t)
+    if not cand.any():
+        raise PerfcastError(f"no task to measure on {dkey}: the dataset has no network at batch size 1 and no "
+                            "record of the target; pass --data a dataset collected with `perfcast collect`")
+    pool = pool_rows(df[cand], seed=seed)
+    src_rows = source_sample(df[~is_t], prefer=pool, seed=seed)
+    keep = np.union1d(np.union1d(df.index.to_numpy()[is_t], pool), src_rows)
+    df = df.loc[keep].reset_index(drop=True)
+    X = dataset_features(ds, df, progress=progress)
+    if asm:
+        X.asm = dataset_asm(ds, df, progress=progress)
+    return ds, df, X, net_rows, np.isin(keep, pool), np.searchsorted(keep, src_rows)
 
 
 def run(cfg: AdaptConfig, log: Callable[[str], None] = print, progress: bool = True) -> dict:
@@ -148,18 +230,10 @@ def run(cfg: AdaptConfig, log: Callable[[str], None] = print, progress: bool = T
     dkey = device_key(spec)
     base = load_model(cfg.model)
     method.check_model(base)
-    ds, df, X = load_data(cfg.data, progress=progress, asm=base.needs_asm)
+    ds, df, X, net_rows, in_pool, src = load_for_adapt(cfg.data, dkey, base.needs_asm, cfg.seed, progress)
     is_t = _target_rows(df, dkey)
     y = df["latency_s"].to_numpy()
-    src = np.flatnonzero(~is_t)
-    if len(src) == 0:
-        raise PerfcastError(f"the dataset has records of {dkey} only; adaptation needs records of other devices")
-    net_rows = [r for r in ds.read("networks").to_pylist() if r["batch_size"] == 1]
-    cand = measurable(df, net_rows, is_t)
-    if not cand.any():
-        raise PerfcastError(f"no task to measure on {dkey}: the dataset has no network at batch size 1 and no "
-                            "record of the target; pass --data a dataset collected with `perfcast collect`")
-    order = select_tasks(base, df[cand], X, spec.feature_vector(), cfg.budget_tasks, cfg.sampler, cfg.seed)
+    order = select_tasks(base, df[in_pool], X, spec.feature_vector(), cfg.budget_tasks, cfg.sampler, cfg.seed)
     out = Path(cfg.out) if cfg.out else None
     mout = Path(cfg.measure_out) if cfg.measure_out else (out / "measurements" if out else None)
 
@@ -237,11 +311,16 @@ def run(cfg: AdaptConfig, log: Callable[[str], None] = print, progress: bool = T
     info["adapted"] = {"device": spec.device_id, "device_key": dkey, "method": cfg.method, "sampler": cfg.sampler,
                        "tasks": tasks, "base_model": str(Path(cfg.model).resolve()) if cfg.model else "bundled",
                        "mape_before": before, "mape_after": after, "held_out_records": int(len(held))}
-    # the base's intervals describe its errors on its own devices: refit on the target's held-out records, or drop
+    # the base's intervals describe its errors on its own devices: refit on the target's held-out records, else
+    # cross-fit them on the measured tasks (a new CPU has no other record), else drop them
     info.pop("intervals", None)
     intervals = validation_intervals(model, X_held, y[held])
     if intervals is not None:
         info["intervals"] = {**intervals, "fitted_on": f"held-out records of {dkey}"}
+    else:
+        intervals = crossfit_intervals(base, cfg.method, measured, X.take(src), y[src], cfg.params, cfg.seed)
+        if intervals is not None:
+            info["intervals"] = intervals
     model.info_ = info
     proxy = proxy_of(model, df, X, dkey)
     if proxy:
@@ -249,7 +328,9 @@ def run(cfg: AdaptConfig, log: Callable[[str], None] = print, progress: bool = T
     result = {"device": spec.device_id, "device_key": dkey, "method": cfg.method, "sampler": cfg.sampler,
               "tasks": tasks, "n_tasks": len(tasks), "programs": int(sum(len(v[1]) for v in measured.values())),
               "reused_records": reused, "measure_seconds": round(seconds, 1), "held_out_records": int(len(held)),
-              "mape_before": before, "mape_after": after, "rounds": rounds, "proxy": proxy, "path": None}
+              "mape_before": before, "mape_after": after, "rounds": rounds, "proxy": proxy, "path": None,
+              "interval": {k: info["intervals"][k] for k in ("level", "all", "n", "fitted_on")}
+              if "intervals" in info else None}
     if out is not None:
         result["path"] = str(model.save(out))
     return result

@@ -54,5 +54,8 @@ def adapt(
         print(f"predicted as {p['device_key']} x {p['scale']:.3f}{then}")
     print(f"MAPE on {r['held_out_records']} other records of the device: before {pct(r['mape_before'])}, "
           f"after {pct(r['mape_after'])}")
+    iv = r.get("interval")
+    if iv:
+        print(f"{iv['level']:.0%} prediction interval x{iv['all'][0]:.2f} - x{iv['all'][1]:.2f} ({iv['fitted_on']})")
     if r["path"]:
         print(f"adapted model: {r['path']} (use it with --model {r['path']})")

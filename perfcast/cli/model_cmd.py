@@ -159,7 +159,7 @@ def predict_records(
         from ..eval.workflow import check_calibratable
 
         check_calibratable(path, device)  # a dataset without the device's records: say so before measuring
-        ratio, note = speed_ratio_or_note(device)
+        ratio, note = speed_ratio_or_note(device, model)
     from ..eval.coverage import unseen_warning
 
     rows = run(path, model, device, speed_ratio=ratio)
@@ -179,14 +179,15 @@ def predict_records(
     t.add_column("#", justify="right")
     t.add_column("task")
     t.add_column("predicted", justify="right")
-    has_interval = bool(rows) and "predicted_low_s" in rows[0]
+    has_interval = any("predicted_low_s" in r for r in rows)
     if has_interval:
         t.add_column("interval", justify="right")
     t.add_column("measured", justify="right")
     t.add_column("error", justify="right")
     for i, r in enumerate(rows[:limit]):
         m = r.get("measured_s")
-        iv = [f"{r['predicted_low_s'] * 1e3:.3g}–{r['predicted_high_s'] * 1e3:.3g} ms"] if has_interval else []
+        iv = ([f"{r['predicted_low_s'] * 1e3:.3g}–{r['predicted_high_s'] * 1e3:.3g} ms" if "predicted_low_s" in r
+               else "-"] if has_interval else [])
         t.add_row(str(i), r.get("task_name", ""), f"{r['predicted_s'] * 1e3:.4g} ms", *iv,
                   f"{m * 1e3:.4g} ms" if m else "-", f"{(r['predicted_s'] - m) / m:+.1%}" if m else "-")
     console = Console()
@@ -199,7 +200,8 @@ def predict_records(
         p, m = np.array([(r["predicted_s"], r["measured_s"]) for r in known]).T
         err = np.abs(p - m) / m
         tau = kendalltau(p, m).statistic if len(known) > 1 else float("nan")
-        held = [r["predicted_low_s"] <= r["measured_s"] <= r["predicted_high_s"] for r in known] if has_interval else []
+        held = [r["predicted_low_s"] <= r["measured_s"] <= r["predicted_high_s"] for r in known
+                if "predicted_low_s" in r]
         inside = f", inside the model's interval {np.mean(held):.0%}" if held else ""
         console.print(f"{len(known)} measured programs: MAPE {err.mean():.1%}, median error {np.median(err):.1%}, "
                       f"within ±20 % {np.mean(err <= 0.2):.0%}, Kendall τ {tau:.2f}{inside}")

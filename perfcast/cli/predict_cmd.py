@@ -57,7 +57,7 @@ def predict(
     if calibrate:
         from ..collect.calibrate import speed_ratio_or_note
 
-        ratio, calibration_note = speed_ratio_or_note(device)
+        ratio, calibration_note = speed_ratio_or_note(device, model)
     r = predict_network(network, batch_size, device, model, measure, input_shape, schedules=schedules,
                         method=method, layerwise_model=layerwise_model, speed_ratio=ratio,
                         context={"auto": True, "none": False}.get(context, context),

@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 from ..errors import PerfcastError
 
@@ -93,9 +94,14 @@ def reference_records(ds, device_key: str, programs: int, seed: int = 0,
     elif kinds is None and not df.empty and (df["schedule_kind"] == "default").any():  # older: default kernels'
         df = df[df["schedule_kind"] == "default"]
     if df.empty:
-        raise NoReferences(f"no record of {device_key!r} timed by perfcast in "
-                            f"{str(ds.root)!r} to calibrate against; measure some first: perfcast collect mlp "
-                            f"--device local --programs-per-task 8 --out {ds.root}")
+        from .. import paths
+
+        fix = (f"adapt the model to it, which measures it (`perfcast adapt --device {device_key.split('@')[0]} "
+               "--out DIR`), and predict with --model DIR --calibrate"
+               if Path(ds.root).resolve() == paths.bundled_dataset_dir().resolve() else
+               f"measure some first: perfcast collect mlp --device local --programs-per-task 8 --out {ds.root}")
+        raise NoReferences(f"no record of {device_key!r} timed by perfcast in {str(ds.root)!r} to calibrate "
+                           f"against; {fix}")
     short = df[df["latency_s"] <= REFERENCE_MAX_S]
     df = short if len(short) >= programs else df
     df = df.sample(min(programs, len(df)), random_state=seed)
@@ -169,11 +175,30 @@ def calibrate(device: str = "local", data: str | None = None, programs: int = 40
                        reference_kinds=tuple(k for k in REFERENCE_KINDS if (refs["schedule_kind"] == k).any()))
 
 
-def speed_ratio_or_note(device: str = "local") -> tuple[float | None, str | None]:
-    """For commands with `--calibrate`: (`calibrate(device)`'s speed ratio, its note or None); a device the dataset
-    has no record of gives (None, a note that its predictions stay uncalibrated)."""
+def reference_dataset(device: str = "local", model=None) -> str | None:
+    """The dataset `--calibrate` takes `device`'s references from for `model`: a model adapted to that device keeps
+    the measurements it learned the device from in MODEL/measurements (`perfcast adapt --out`), the labels its
+    predictions of the device reproduce; else None, the bundled dataset (the bundled model's labels)."""
+    if model is None:
+        return None
+    from ..devices import get_device
+    from ..devices.base import device_key
+    from ..models.base import read_model_meta
+
+    path, meta = read_model_meta(model)
+    adapted = (meta.get("info") or {}).get("adapted") or {}
+    mine = path / "measurements"
+    if adapted.get("device_key") == device_key(get_device(device)) and (mine / "perfcast_dataset.json").exists():
+        return str(mine)
+    return None
+
+
+def speed_ratio_or_note(device: str = "local", model=None) -> tuple[float | None, str | None]:
+    """For commands with `--calibrate`: (`calibrate(device)`'s speed ratio, its note or None), against the
+    references `reference_dataset(device, model)` names; a device the dataset has no record of gives (None, a note
+    that its predictions stay uncalibrated)."""
     try:
-        cal = calibrate(device)
+        cal = calibrate(device, data=reference_dataset(device, model))
     except NoReferences as e:  # a CPU without records: predict as without --calibrate, and say so
         return None, f"not calibrated: {e}"
     return cal.speed_ratio, cal.note or None

@@ -315,10 +315,13 @@ def predict_records(path, model=None, device: str = "local", speed_ratio: float 
     records) scales the predictions of `device`'s programs (a dataset's other devices' stay as they are; a dataset
     without records of `device` is an error); each scaled entry keeps the unscaled one as
     `uncalibrated_predicted_s`. A model with prediction intervals (`perfcast.eval.intervals`) gives every entry
-    `predicted_low_s` and `predicted_high_s` (scaled alike). An entry whose program uses element types the model's
-    training programs never used has them as `unseen_dtypes` (`perfcast.eval.coverage`)."""
+    of a device it trained on `predicted_low_s` and `predicted_high_s` (scaled alike). An entry whose program uses
+    element types the model's training programs never used has them as `unseen_dtypes`
+    (`perfcast.eval.coverage`)."""
     from ..collect.calibrate import check_ratio
     from ..data.importer import database_records
+    from ..devices import get_device
+    from ..devices.base import device_key
     from ..models import load_model
     from .coverage import record_dtypes
     from .intervals import interval_factors, model_intervals, program_regions
@@ -338,9 +341,14 @@ def predict_records(path, model=None, device: str = "local", speed_ratio: float 
                for r, t, d, ps, ms in zip(df["record_id"], df["task_name"], df["device_id"], pred, df["latency_s"])]
         _mark_unseen_dtypes(out, m, record_dtypes(ds, df))
     table = model_intervals(m)
-    if table and out:
-        for e, lo, hi in zip(out, *interval_factors(table, program_regions(X))):
-            e["predicted_low_s"], e["predicted_high_s"] = e["predicted_s"] * lo, e["predicted_s"] * hi
+    if table and out:  # not on a device the model never measured: its errors on the others do not hold there
+        seen = (getattr(m, "info_", None) or {}).get("train_devices")
+        known = (np.ones(len(out), bool) if seen is None else
+                 np.full(len(out), device_key(get_device(device)) in seen) if kind == "database" else
+                 df["device_key"].isin(list(seen)).to_numpy())
+        for e, lo, hi, k in zip(out, *interval_factors(table, program_regions(X)), known):
+            if k:
+                e["predicted_low_s"], e["predicted_high_s"] = e["predicted_s"] * lo, e["predicted_s"] * hi
     if ratio is not None:
         for e in (e for e, s in zip(out, scaled) if s):
             e["uncalibrated_predicted_s"] = e["predicted_s"]
