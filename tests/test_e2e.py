@@ -155,7 +155,7 @@ def test_a_device_the_model_never_saw_gets_a_warning_naming_the_fix():
     assert sum(seen.values()) == m.n_train_
     w = unseen_device_warning(m, get_device("local:mcpu=sandybridge,threads=1"), "local:mcpu=sandybridge,threads=1")
     assert "no measurements of 'local:mcpu=sandybridge,threads=1@" in w
-    assert ("perfcast adapt --device local:mcpu=sandybridge,threads=1 --budget-tasks 10 --method proxy --param "
+    assert ("perfcast adapt --device local:mcpu=sandybridge,threads=1 --budget-tasks 20 --method proxy --param "
             "then=cmd --out mymodel") in w
     local = get_device("local")
     assert (unseen_device_warning(m, local, "local") is None) == (device_key(local) in seen)

@@ -175,7 +175,7 @@ def crossfit_intervals(base, method: str, measured: dict, X_src, y_src, params: 
     table = fit_intervals(np.concatenate(ys), np.concatenate(ps), np.concatenate(regs))
     if table is None:
         return None
-    return {**table, "fitted_on": f"{k}-fold cross-fitting over the {len(tasks)} measured tasks"}
+    return {**table, "fitted_on": f"the {len(tasks)} measured tasks, cross-fitted in {k} folds"}
 
 
 def _target_rows(df, dkey: str):
@@ -310,7 +310,8 @@ def run(cfg: AdaptConfig, log: Callable[[str], None] = print, progress: bool = T
     info["train_devices"] = {**info.get("train_devices", {}), dkey: int(sum(len(v[1]) for v in measured.values()))}
     info["adapted"] = {"device": spec.device_id, "device_key": dkey, "method": cfg.method, "sampler": cfg.sampler,
                        "tasks": tasks, "base_model": str(Path(cfg.model).resolve()) if cfg.model else "bundled",
-                       "mape_before": before, "mape_after": after, "held_out_records": int(len(held))}
+                       "mape_before": before, "mape_after": after, "held_out_records": int(len(held)),
+                       "measurements": str(mout.resolve()) if mout is not None and mout.exists() else None}
     # the base's intervals describe its errors on its own devices: refit on the target's held-out records, else
     # cross-fit them on the measured tasks (a new CPU has no other record), else drop them
     info.pop("intervals", None)

@@ -105,8 +105,9 @@ def predict(
         f"{r['uncalibrated_predicted_s'] * 1e3:.4g} ms)" if "speed_ratio" in r else ""))
     if r.get("interval"):
         iv = r["interval"]
+        on = {"validation": "its validation programs"}.get(iv.get("fitted_on", "validation"), iv.get("fitted_on"))
         c.print(f"{iv['level']:.0%} interval {iv['low_s'] * 1e3:.4g} – {iv['high_s'] * 1e3:.4g} ms (every kernel at "
-                "the bounds of the model's errors on its validation programs)")
+                f"the bounds of the model's errors on {on})")
     if r["context"]:
         c.print(f"in-network context of {r['context']['device_key']}: {r['context']['formula']} (the kernels' "
                 f"predictions alone: {r['isolated_predicted_s'] * 1e3:.4g} ms; --context none)")

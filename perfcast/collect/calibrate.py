@@ -176,9 +176,9 @@ def calibrate(device: str = "local", data: str | None = None, programs: int = 40
 
 
 def reference_dataset(device: str = "local", model=None) -> str | None:
-    """The dataset `--calibrate` takes `device`'s references from for `model`: a model adapted to that device keeps
-    the measurements it learned the device from in MODEL/measurements (`perfcast adapt --out`), the labels its
-    predictions of the device reproduce; else None, the bundled dataset (the bundled model's labels)."""
+    """The dataset `--calibrate` takes `device`'s references from for `model`: a model adapted to that device names
+    the measurements it learned the device from (`perfcast adapt --measure-out`, default MODEL/measurements), the
+    labels its predictions of the device reproduce; else None, the bundled dataset (the bundled model's labels)."""
     if model is None:
         return None
     from ..devices import get_device
@@ -187,9 +187,11 @@ def reference_dataset(device: str = "local", model=None) -> str | None:
 
     path, meta = read_model_meta(model)
     adapted = (meta.get("info") or {}).get("adapted") or {}
-    mine = path / "measurements"
-    if adapted.get("device_key") == device_key(get_device(device)) and (mine / "perfcast_dataset.json").exists():
-        return str(mine)
+    if adapted.get("device_key") != device_key(get_device(device)):
+        return None
+    for mine in (adapted.get("measurements"), path / "measurements"):
+        if mine and (Path(mine) / "perfcast_dataset.json").exists():
+            return str(mine)
     return None
 
 

@@ -266,7 +266,7 @@ def _layerwise(per_call: dict, source: dict, programs: dict, order: list, spec, 
 
 # a CPU the bundled model never saw, measured (README, Cross-device: "A CPU the bundled data does not have")
 UNSEEN_CPU_FIGURE = ("on an AMD EPYC znver5 it never saw, 26 % of 716 held-out programs fell inside them, MAPE "
-                     "51 %; adapted with 10 tasks, 20-22 %")
+                     "51 %, three held-out networks off by 25-53 %; adapted with 20 tasks, 20-23 % and 2-12 %")
 
 
 def unseen_device_warning(model, spec, device: str) -> str | None:
@@ -281,9 +281,9 @@ def unseen_device_warning(model, spec, device: str) -> str | None:
     return (f"the model has no measurements of {key!r} (it trained on {', '.join(sorted(seen))}): this prediction "
             f"comes from device features only, its error is likely well above the model's test error, and it has "
             f"no interval (the model's errors on those devices do not hold on another: {UNSEEN_CPU_FIGURE}). To "
-            f"calibrate it, measure 10 tasks on it and adapt the model (~5 min on a fresh install, ~1 min of it "
-            f"measuring: `perfcast adapt --device {device} --budget-tasks 10 --method proxy --param then=cmd --out "
-            f"mymodel`, then `--model mymodel`)")
+            f"calibrate it, measure 20 tasks on it and adapt the model (3-6 min, under a minute of it measuring: "
+            f"`perfcast adapt --device {device} --budget-tasks 20 --method proxy --param then=cmd --out mymodel`, "
+            f"then `--model mymodel`)")
 
 
 def measure_network(network: str, batch_size: int, spec, input_shape: str | None = None, repeats: int = 5,
