@@ -385,6 +385,7 @@ def test_adapt_measures_a_new_target_for_real(two_cpus, mlp_dataset, tmp_path):
     assert r["n_tasks"] == 1 and r["programs"] == 2 and r["reused_records"] == 0
     assert r["measure_seconds"] > 0 and r["mape_before"] is None and r["held_out_records"] == 0
     assert r["interval"] is None  # one measured task: nothing to cross-fit an interval on
+    assert r["resumed_records"] == 0
     recs = records_frame(Dataset(tmp_path / "adapted" / "measurements"))
     assert len(recs) == 2 and set(recs.device_id) == {dev} and set(recs.workload_key) == set(r["tasks"])
     assert (recs.latency_s > 0).all()
@@ -401,6 +402,14 @@ def test_adapt_measures_a_new_target_for_real(two_cpus, mlp_dataset, tmp_path):
     assert set(dist) == {"before adaptation", "after adaptation"} and all(v > 0 for v in dist.values())
     with pytest.raises(PerfcastError, match="is not an adapted model; make one with `perfcast adapt --out DIR`"):
         latent_report(tmp_path / "base", str(data), tmp_path / "report", progress=False)
+    # a second run into the same measurement directory measures nothing again and counts the time spent before
+    r2 = run(AdaptConfig(device=dev, model=str(tmp_path / "base"), data=str(data), budget_tasks=1,
+                         programs_per_task=2, method="finetune", out=str(tmp_path / "again"),
+                         measure_out=str(tmp_path / "adapted" / "measurements"), params={"epochs": 3}),
+             log=lambda m: None, progress=False)
+    assert r2["tasks"] == r["tasks"] and r2["resumed_records"] == 2 and r2["programs"] == 2
+    assert len(records_frame(Dataset(tmp_path / "adapted" / "measurements"))) == 2
+    assert r2["measure_seconds"] >= round(float((recs.build_s + recs.measure_s).sum()), 1) - 0.1
     # `--calibrate` with the adapted model times the device against the measurements it learned the device from
     import shutil
     from pathlib import Path

@@ -178,6 +178,16 @@ def crossfit_intervals(base, method: str, measured: dict, X_src, y_src, params: 
     return {**table, "fitted_on": f"the {len(tasks)} measured tasks, cross-fitted in {k} folds"}
 
 
+def _record_ids(root: Path) -> set:
+    """Record ids of the dataset at `root` (empty when there is none yet)."""
+    from ..data.frame import records_frame
+    from ..data.store import Dataset
+
+    if not (Path(root) / "perfcast_dataset.json").exists():
+        return set()
+    return set(records_frame(Dataset(root))["record_id"])
+
+
 def _target_rows(df, dkey: str):
     return df["device_key"].to_numpy() == dkey
 
@@ -239,12 +249,13 @@ def run(cfg: AdaptConfig, log: Callable[[str], None] = print, progress: bool = T
 
     measured: dict[str, tuple] = {}  # task -> (ProgramFeatures, latencies)
     seconds = 0.0
-    reused = 0
+    reused = 0  # records of the target the dataset held
+    resumed = 0  # records an earlier run measured into the same measurement directory
 
     wk = df["workload_key"].to_numpy()
 
     def obtain(tasks: list[str]) -> None:
-        nonlocal seconds, reused
+        nonlocal seconds, reused, resumed
         todo = []
         for t in tasks:
             idx = np.flatnonzero(is_t & (wk == t))[: cfg.programs_per_task]
@@ -259,14 +270,18 @@ def run(cfg: AdaptConfig, log: Callable[[str], None] = print, progress: bool = T
                 raise PerfcastError("measuring on the target needs a place for the records; pass --out DIR "
                                     "(or --measure-out DIR)")
             log(f"measuring {len(todo)} tasks x {cfg.programs_per_task} programs on {spec.device_id}")
+            earlier = _record_ids(mout)  # an earlier run into the same directory measured these already
             seconds += _measure(ds, net_rows, todo, cfg, mout, log, progress)
             _, mdf, mX = load_data(mout, progress=progress, asm=base.needs_asm)
             mt = mdf["device_key"].to_numpy() == dkey
             my = mdf["latency_s"].to_numpy()
+            old = mdf["record_id"].isin(earlier).to_numpy()
             for t in todo:
                 idx = np.flatnonzero(mt & (mdf["workload_key"].to_numpy() == t))
                 if len(idx):
                     measured[t] = (mX.take(idx), my[idx])
+                    seconds += recorded_seconds(mdf, idx[old[idx]])  # their time was spent by that run
+                    resumed += int(old[idx].sum())
 
     def stacked():
         parts = list(measured.values())
@@ -328,7 +343,7 @@ def run(cfg: AdaptConfig, log: Callable[[str], None] = print, progress: bool = T
         info["adapted"]["proxy"] = proxy
     result = {"device": spec.device_id, "device_key": dkey, "method": cfg.method, "sampler": cfg.sampler,
               "tasks": tasks, "n_tasks": len(tasks), "programs": int(sum(len(v[1]) for v in measured.values())),
-              "reused_records": reused, "measure_seconds": round(seconds, 1), "held_out_records": int(len(held)),
+              "reused_records": reused, "resumed_records": resumed, "measure_seconds": round(seconds, 1), "held_out_records": int(len(held)),
               "mape_before": before, "mape_after": after, "rounds": rounds, "proxy": proxy, "path": None,
               "interval": {k: info["intervals"][k] for k in ("level", "all", "n", "fitted_on")}
               if "intervals" in info else None}

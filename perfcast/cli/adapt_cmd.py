@@ -47,7 +47,9 @@ def adapt(
         return "n/a (the dataset has no other records of this device)" if x is None else f"{x:.1%}"
 
     print(f"{r['method']} on {r['n_tasks']} tasks ({r['sampler']}), {r['programs']} programs of {r['device']} "
-          f"({r['reused_records']} reused from the dataset), measuring time {r['measure_seconds']:.0f} s")
+          f"({r['reused_records']} reused from the dataset"
+          + (f", {r['resumed_records']} measured by an earlier run into the same directory" if r["resumed_records"]
+             else "") + f"), measuring time {r['measure_seconds']:.0f} s")
     if r["proxy"]:
         p = r["proxy"]
         then = f", then {p['then']}" if p["then"] != "none" else ""
