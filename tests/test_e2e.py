@@ -159,6 +159,11 @@ def test_a_device_the_model_never_saw_gets_a_warning_naming_the_fix():
             "then=cmd --out mymodel") in w
     local = get_device("local")
     assert (unseen_device_warning(m, local, "local") is None) == (device_key(local) in seen)
+    from perfcast.eval.workflow import trained_on
+
+    sandy = device_key(get_device("local:mcpu=sandybridge,threads=1"))
+    assert trained_on(m, [sandy, next(iter(seen))]).tolist() == [False, True]
+    assert trained_on(object(), [sandy]).tolist() == [True]  # a model that does not say where it trained
 
 
 def test_kernels_in_element_types_the_model_never_trained_on_get_a_warning(tmp_path):

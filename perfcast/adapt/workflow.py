@@ -69,11 +69,11 @@ def source_sample(df, per_device: int = SOURCE_PER_DEVICE, prefer=None, seed: in
     """Index labels of up to `per_device` records of each device of `df` (its `device_spec_json`, so code-generation
     variants count apart), taken first among the labels in `prefer`, then drawn with `seed`; sorted."""
     rng = np.random.default_rng(seed)
-    prefer = set() if prefer is None else set(np.asarray(prefer).tolist())
+    prefer = np.asarray([] if prefer is None else prefer)
     rows: list = []
     for _, g in df.groupby("device_spec_json", sort=True):
         idx = rng.permutation(g.index.to_numpy())
-        first = np.array([i in prefer for i in idx], bool)
+        first = np.isin(idx, prefer)
         rows.extend(np.concatenate([idx[first], idx[~first]])[:per_device])
     return np.asarray(sorted(rows), dtype=np.int64)
 
@@ -343,7 +343,8 @@ def run(cfg: AdaptConfig, log: Callable[[str], None] = print, progress: bool = T
         info["adapted"]["proxy"] = proxy
     result = {"device": spec.device_id, "device_key": dkey, "method": cfg.method, "sampler": cfg.sampler,
               "tasks": tasks, "n_tasks": len(tasks), "programs": int(sum(len(v[1]) for v in measured.values())),
-              "reused_records": reused, "resumed_records": resumed, "measure_seconds": round(seconds, 1), "held_out_records": int(len(held)),
+              "reused_records": reused, "resumed_records": resumed, "measure_seconds": round(seconds, 1),
+              "held_out_records": int(len(held)),
               "mape_before": before, "mape_after": after, "rounds": rounds, "proxy": proxy, "path": None,
               "interval": {k: info["intervals"][k] for k in ("level", "all", "n", "fitted_on")}
               if "intervals" in info else None}

@@ -273,11 +273,12 @@ def unseen_device_warning(model, spec, device: str) -> str | None:
     """One line when the model never trained on this device (e.g. `local` on another CPU than the bundled data's):
     the prediction then rests on the device features alone (CDMPP §4.3) and is less accurate."""
     from ..devices.base import device_key
+    from ..eval.workflow import trained_on
 
-    seen = (getattr(model, "info_", {}) or {}).get("train_devices")
     key = device_key(spec)
-    if seen is None or key in seen:
+    if trained_on(model, [key])[0]:
         return None
+    seen = model.info_["train_devices"]
     return (f"the model has no measurements of {key!r} (it trained on {', '.join(sorted(seen))}): this prediction "
             f"comes from device features only, its error is likely well above the model's test error, and it has "
             f"no interval (the model's errors on those devices do not hold on another: {UNSEEN_CPU_FIGURE}). To "

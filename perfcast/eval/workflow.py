@@ -191,6 +191,14 @@ def train_devices(df, idx) -> dict:
     return {str(k): int(v) for k, v in df["device_key"].iloc[idx].value_counts().items()}
 
 
+def trained_on(model, keys) -> np.ndarray:
+    """(n,) bool per device key of `keys`: the model trained on that device (its `info_["train_devices"]`); all True
+    for a model that does not record its devices."""
+    seen = (getattr(model, "info_", None) or {}).get("train_devices")
+    keys = pd.Index(list(keys), dtype=object)
+    return np.ones(len(keys), bool) if seen is None else keys.isin(list(seen))
+
+
 def _default_split(model, ds) -> tuple[str, dict, int]:
     info = getattr(model, "info_", {}) or {}
     s = info.get("split")
@@ -342,10 +350,7 @@ def predict_records(path, model=None, device: str = "local", speed_ratio: float 
         _mark_unseen_dtypes(out, m, record_dtypes(ds, df))
     table = model_intervals(m)
     if table and out:  # not on a device the model never measured: its errors on the others do not hold there
-        seen = (getattr(m, "info_", None) or {}).get("train_devices")
-        known = (np.ones(len(out), bool) if seen is None else
-                 np.full(len(out), device_key(get_device(device)) in seen) if kind == "database" else
-                 df["device_key"].isin(list(seen)).to_numpy())
+        known = trained_on(m, [device_key(get_device(device))] * len(out) if kind == "database" else df["device_key"])
         for e, lo, hi, k in zip(out, *interval_factors(table, program_regions(X)), known):
             if k:
                 e["predicted_low_s"], e["predicted_high_s"] = e["predicted_s"] * lo, e["predicted_s"] * hi
