@@ -9,7 +9,9 @@ this bench is the user's case on a machine whose CPU is in none of the bundled d
 
 1. `--target-data`: that CPU's records of networks the bundled model holds out (collect them first, e.g.
    `perfcast collect -n resnet50 -n mobilenet_v2 -n bert_tiny -n resnet18 --device local --programs-per-task 8
-   --out DIR`; znver5's are in `data/znver5-2026-11-30/held_out`); they are only scored, never learned from.
+   --out DIR`); they are only scored, never learned from. (znver5's, used for the README's figures of 2026-11-30,
+   joined the bundled data that evening: commit c075dd0 has them in `data/znver5-2026-11-30/` and the bundled
+   model that never saw the CPU.)
 2. For each K, sampler (`kmeans`: seed 0; `random`: seeds 0..N-1) the bundled model picks K tasks among the bundled
    networks' tasks as `perfcast adapt` does, and the collector measures them on the device for real into
    `--measure-out` (a task measured by an earlier run or pick is read back, not measured again: the runs share
