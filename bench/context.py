@@ -13,10 +13,12 @@ is fitted on the training networks only, then, per held-out network, with the ke
 
     python bench/context.py [--train resnet18,mobilenet_v3_small,bert_mini] [--train-tuned-dir DIR]
                             [--test resnet50,mobilenet_v2,bert_tiny] [--test-tuned-dir DIR]
-                            [--samples FILE] [--write-fit FILE] [--json]
+                            [--samples FILE] [--write-fit FILE] [--score-fit FILE] [--json]
 
-`--samples FILE` reuses (or, when FILE does not exist, writes) the measurements; `--write-fit FILE` saves the
-training fit (what `perfcast predict --context FILE` applies; the bundled one is `perfcast/e2e/bundled/context.json`).
+`--score-fit FILE` (repeatable) also scores this machine's fit from an existing context file (e.g. the bundled one,
+`perfcast/e2e/bundled/context.json`) on the same measurements, one more column each. `--samples FILE` reuses (or,
+when FILE does not exist, writes) the measurements; `--write-fit FILE` saves the training fit (what `perfcast
+predict --context FILE` applies; the bundled one is `perfcast/e2e/bundled/context.json`).
 Keep the machine quiet: it measures (about a minute per network and schedule set).
 """
 
@@ -49,13 +51,25 @@ def main() -> None:
     ap.add_argument("--test-tuned-dir", default=None)
     ap.add_argument("--samples", default=None, help="measurements file to reuse, or to write when missing")
     ap.add_argument("--write-fit", default=None, help="save the training networks' fit to this context file")
+    ap.add_argument("--score-fit", action="append", default=[],
+                    help="a context file whose fit for this machine is scored beside (repeatable)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
 
     from perfcast.devices import get_device
     from perfcast.devices.base import device_key
-    from perfcast.e2e.context import (fit_context, measure_context, run_name, samples_from_json, samples_to_json,
-                                      save_context)
+    from perfcast.e2e.context import (fit_context, load_context, measure_context, run_name, samples_from_json,
+                                      samples_to_json, save_context)
+    from perfcast.errors import PerfcastError
+
+    key = device_key(get_device("local"))
+    scored = {}
+    for f in a.score_fit:
+        fits = load_context(f)
+        if key not in fits:
+            raise PerfcastError(f"context file {f!r} has no fit for this machine ({key}); it has: "
+                                f"{', '.join(fits) or 'none'}")
+        scored[f] = fits[key]
 
     train, test = runs(a.train, a.train_tuned_dir), runs(a.test, a.test_tuned_dir)
     if a.samples and Path(a.samples).exists():
@@ -73,12 +87,13 @@ def main() -> None:
     for s in got:
         by_run.setdefault((s.network, s.schedules), []).append(s)
     tr = [s for r in train for s in by_run.get(r, [])]
-    fit = fit_context(tr, device_key(get_device("local")))
+    fit = fit_context(tr, key)
     al, nw = totals(tr)
     factor = nw / al
     if a.write_fit:
         save_context(fit, a.write_fit)
-    out = {"fit": fit.to_json(), "train_factor": factor, "runs": {}}
+    out = {"fit": fit.to_json(), "train_factor": factor, "scored_fits": {f: v.to_json() for f, v in scored.items()},
+           "runs": {}}
     for run in train + test:
         ss = by_run.get(run)
         if not ss:
@@ -87,17 +102,30 @@ def main() -> None:
         ctx = sum(s.calls * fit.in_network_s(s.isolated_s, s.io_bytes) for s in ss)
         out["runs"][run_name(ss[0])] = {
             "part": "train" if run in train else "test", "kernels": len(ss), "alone_s": al, "in_network_s": nw,
-            "alone_error": al / nw - 1, "context_error": ctx / nw - 1, "one_factor_error": al * factor / nw - 1}
+            "alone_error": al / nw - 1, "context_error": ctx / nw - 1, "one_factor_error": al * factor / nw - 1,
+            "scored_fit_errors": {f: sum(s.calls * v.in_network_s(s.isolated_s, s.io_bytes) for s in ss) / nw - 1
+                                  for f, v in scored.items()}}
     if a.json:
         print(json.dumps(out, indent=1))
         return
     print(f"fit on {fit.kernels} kernels of {', '.join(fit.networks)}: in-network = {fit.describe()} (networks' "
           f"totals within {fit.fit_error:.1%} on average); one factor {factor:.3f}")
+    for j, (f, v) in enumerate(scored.items()):
+        print(f"scored fit {j + 1}: {f}: in-network = {v.describe()} (fitted on {', '.join(v.networks)})")
     print(f"{'network/schedules':28s} {'part':5s} {'kernels':>7s} {'alone ms':>10s} {'in-net ms':>10s} "
-          f"{'alone err':>9s} {'context':>8s} {'1 factor':>8s}")
+          f"{'alone err':>9s} {'context':>8s} {'1 factor':>8s}" + "".join(f" {f'fit {j + 1}':>8s}"
+                                                                      for j in range(len(scored))))
     for k, r in out["runs"].items():
         print(f"{k:28s} {r['part']:5s} {r['kernels']:7d} {r['alone_s'] * 1e3:10.3f} {r['in_network_s'] * 1e3:10.3f} "
-              f"{r['alone_error']:+9.1%} {r['context_error']:+8.1%} {r['one_factor_error']:+8.1%}")
+              f"{r['alone_error']:+9.1%} {r['context_error']:+8.1%} {r['one_factor_error']:+8.1%}"
+              + "".join(f" {e:+8.1%}" for e in r["scored_fit_errors"].values()))
+    test = [r for r in out["runs"].values() if r["part"] == "test"]
+    if test:
+        line = f"held-out mean |error|: alone {sum(abs(r['alone_error']) for r in test) / len(test):.1%}, context "
+        line += f"{sum(abs(r['context_error']) for r in test) / len(test):.1%}"
+        for j, f in enumerate(scored):
+            line += f", fit {j + 1} {sum(abs(r['scored_fit_errors'][f]) for r in test) / len(test):.1%}"
+        print(line + f" ({len(test)} runs)")
 
 
 if __name__ == "__main__":

@@ -15,7 +15,8 @@ Tuned kernels are predicted as the fastest of their search's candidates (`perfca
 the kept programs' own predictions is printed beside (`kept_error`).
 `--compare DIR` (repeatable) predicts the same compiled network with another model (e.g. the bundled one before a
 retraining), with the same speed ratio, against the same measurement: the host's speed drifts between runs, so two
-models are only comparable this way.
+models are only comparable this way. `--compare-context FILE` (repeatable) does the same with the same model and
+another in-network context file (e.g. a fit candidate written by `bench/context.py --write-fit`).
 `--sittings N` (default 1) times every network N times: after the pass above, N - 1 more passes over all cases,
 each lowering and timing the network again (without the per-kernel profile), minutes apart. It reports each case's
 sittings and their spread (max / min) and the error against their median (`error_median`, also per `--compare`
@@ -24,8 +25,8 @@ the default-schedule ones held within 3 % (README, Measured figures, 2026-11-27 
 
     python bench/e2e.py [--networks resnet50,mobilenet_v2,bert_tiny] [--schedules default,tuned]
                         [--tuned-dir runs/e2e-tuned] [--trials 16xTASKS] [--model DIR]
-                        [--layerwise-model DIR] [--calibrate] [--no-context] [--compare DIR] [--sittings N]
-                        [--json]
+                        [--layerwise-model DIR] [--calibrate] [--no-context] [--compare DIR]
+                        [--compare-context FILE] [--sittings N] [--json]
 
 Keep the machine quiet: it measures (and tunes).
 """
@@ -54,6 +55,8 @@ def main() -> None:
     ap.add_argument("--no-context", action="store_true", help="sum the kernels' isolated predictions")
     ap.add_argument("--compare", action="append", default=[],
                     help="another model directory, scored on the same measurements (repeatable)")
+    ap.add_argument("--compare-context", action="append", default=[],
+                    help="another in-network context file, scored with the same model on the same measurements")
     ap.add_argument("--sittings", type=int, default=1,
                     help="time every network this many times, in passes minutes apart (spread; median error)")
     ap.add_argument("--json", action="store_true")
@@ -110,6 +113,11 @@ def main() -> None:
                 c = predict_network(net, a.batch_size, "local", cm, schedules=spec, speed_ratio=ratio,
                                     context=not a.no_context)
                 o["compare"][cm] = {"predicted_s": c["predicted_s"], "error": c["predicted_s"] / r["measured_s"] - 1}
+            for cf in a.compare_context:
+                c = predict_network(net, a.batch_size, "local", a.model, schedules=spec, speed_ratio=ratio,
+                                    context=cf)
+                o["compare"][f"context:{cf}"] = {"predicted_s": c["predicted_s"],
+                                                 "error": c["predicted_s"] / r["measured_s"] - 1}
             if sched == "default":
                 try:
                     lw = predict_network(net, a.batch_size, "local", a.model, schedules=spec, method="layerwise",
@@ -175,7 +183,7 @@ def main() -> None:
         if a.calibrate:
             un = [abs(o["uncalibrated_error"]) for o in out.values()]
             print(f"uncalibrated: mean |error| {sum(un) / len(un):.1%}")
-        for cm in a.compare:
+        for cm in a.compare + [f"context:{cf}" for cf in a.compare_context]:
             ce = [abs(o["compare"][cm]["error"]) for o in out.values()]
             print(f"--compare {cm}: mean |error| {sum(ce) / len(ce):.1%}")
         if lw_errs:

@@ -4,9 +4,13 @@ TVM's CPU thread pool (`TVM_NUM_THREADS=n`) runs a parallel loop on the calling 
 threads, and pins each pool thread to one core (here, with 2 cores: the pool thread to core 1) while the calling
 thread may run anywhere. When the OS happens to run the calling thread on a pinned pool thread's core, both halves
 of every parallel loop share that core: the kernel takes twice as long, with repeats as steady as ever (a CV of 1 %),
-so nothing in the timings shows it. Measured on this 2-core host (`python bench/thread_placement.py`): a ResNet-50
+so nothing in the timings shows it. Measured on a 2-core host (2026-11-25; the script was not kept): a ResNet-50
 conv program ran 0.84 ms with the calling thread on core 0 and 1.69 ms on core 1; re-timing 200 bundled programs in
-two passes minutes apart disagreed by more than 29 % on one in ten before this fix.
+two passes minutes apart disagreed by more than 29 % on one in ten before this fix (`bench/timing_repeatability.py`).
+The pin has a cost on some microsecond programs: `python bench/timers.py DB --no-pin` (znver5, 2026-12-01) timed
+an RMSNorm's fastest programs 1.7x (below 10 us) and 1.2x (10-100 us) slower pinned than unpinned, as meta-schedule's
+LocalRunner times them, while a tuned bert_tiny's and mobilenet_v2's programs, microsecond ones included, agreed
+within 5 %.
 
 `pin_launcher()` restricts the calling thread to the cores of its affinity that no pinned pool thread occupies,
 once the pool exists (TVM creates it at the first parallel launch, so call it after a first run); it changes
