@@ -65,7 +65,16 @@ def main() -> None:
         raise PerfcastError(f"--sittings {a.sittings}: time each network at least once (e.g. --sittings 3)")
 
     from perfcast.collect.calibrate import calibrate
+    from perfcast.devices import get_device
+    from perfcast.devices.base import device_key
     from perfcast.e2e import predict_network
+    from perfcast.e2e.context import load_context
+
+    here = device_key(get_device("local"))
+    for cf in a.compare_context:  # before any measuring: a file without this machine's fit compares nothing
+        if here not in load_context(cf):
+            raise PerfcastError(f"--compare-context {cf!r} has no in-network context fit for this machine ({here}); "
+                                "write one with `python bench/context.py ... --write-fit FILE`")
     from perfcast.e2e.schedules import tune_network
 
     out = {}
@@ -76,7 +85,6 @@ def main() -> None:
                 db = os.path.join(a.tuned_dir, net)
                 if not os.path.exists(os.path.join(db, "database_tuning_record.json")):
                     from perfcast.collect.tasks import extract
-                    from perfcast.devices import get_device
 
                     n_tasks = len(extract(net, get_device("local").target(), a.batch_size).tasks)
                     tune_network(net, db, a.trials or 16 * n_tasks, batch_size=a.batch_size)
