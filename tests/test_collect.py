@@ -5,6 +5,7 @@ import os
 import signal
 import statistics
 import subprocess
+import re
 import sys
 import time
 
@@ -12,6 +13,7 @@ import pytest
 
 from perfcast.collect.measure import MeasureConfig
 from perfcast.collect.worker import IsolatedRunner
+from perfcast.errors import PerfcastError
 
 FAST = MeasureConfig(repeats=3, min_repeat_s=0.001, run_timeout_s=30, build_timeout_s=60)
 
@@ -523,3 +525,28 @@ def test_pinned_collector_watches_its_own_cpus_and_refuses_too_many_threads(tmp_
     finally:
         os.sched_setaffinity(0, old)
     assert LoadMonitor().cpus == (None if len(old) >= os.cpu_count() else frozenset(old))
+
+
+def _relu_onnx(path, dims):
+    import onnx
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, dims)
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, dims)
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(path))
+
+
+def test_onnx_with_a_dynamic_non_batch_dimension_asks_for_input_shape(tmp_path):
+    """A symbolic leading dimension is the batch; any other needs --input-shape, and the error says how."""
+    from perfcast.collect.tasks import _onnx_to_relax, parse_input_shape
+
+    path = tmp_path / "dyn.onnx"
+    _relu_onnx(path, ["batch", "seq", 8])
+    with pytest.raises(PerfcastError, match=re.escape("ONNX input 'x' of dyn.onnx has a dynamic dimension 1 (seq); "
+                                                      "give it with --input-shape 'x:NxNxN'")):
+        _onnx_to_relax(path, 1, None)
+    mod = _onnx_to_relax(path, 2, parse_input_shape("x:2x5x8"))
+    assert 'x: R.Tensor((2, 5, 8), dtype="float32")' in mod["main"].script()
+    with pytest.raises(PerfcastError, match=re.escape("bad --input-shape 'x:2xfivex8'; write NAME:1x3x224x224")):
+        parse_input_shape("x:2xfivex8")
