@@ -27,13 +27,13 @@ def main() -> None:
 
     from perfcast.errors import PerfcastError
     from perfcast.eval.metrics import summarize
-    from perfcast.eval.workflow import _default_split, load_data, make_split
+    from perfcast.eval.workflow import own_split
     from perfcast.models import load_model
 
-    models = {"baseline": load_model(a.baseline), "model": load_model(a.model)}
-    ds, df, X = load_data(None, progress=False, asm=any(m.needs_asm for m in models.values()))
-    name, params, seed = _default_split(models["model"], ds)
-    t = make_split(df, name, seed, params).test
+    baseline = load_model(a.baseline)
+    model, _, df, X, name, sp = own_split(a.model, asm=baseline.needs_asm or None)
+    models = {"baseline": baseline, "model": model}
+    params, t = sp.params, sp.test
     sub = df.iloc[t]
     y = df["latency_s"].to_numpy()[t]
     keys, w = sub["workload_key"].to_numpy(), sub["task_weight"].to_numpy()
@@ -68,4 +68,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from perfcast.errors import run_with_one_line_errors
+
+    run_with_one_line_errors(main)

@@ -58,8 +58,8 @@ def main() -> None:
 
     from perfcast.devices import get_device
     from perfcast.devices.base import device_key
-    from perfcast.e2e.context import (fit_context, load_context, measure_context, run_name, samples_from_json,
-                                      samples_to_json, save_context)
+    from perfcast.e2e.context import (fit_context, load_context, measure_context, network_errors, run_name,
+                                      samples_from_json, samples_to_json, save_context)
     from perfcast.errors import PerfcastError
 
     key = device_key(get_device("local"))
@@ -67,8 +67,8 @@ def main() -> None:
     for f in a.score_fit:
         fits = load_context(f)
         if key not in fits:
-            raise PerfcastError(f"context file {f!r} has no fit for this machine ({key}); it has: "
-                                f"{', '.join(fits) or 'none'}")
+            raise PerfcastError(f"context file {f!r} has no fit for this machine ({key}; its fits: "
+                                f"{', '.join(fits) or 'none'}); write one with `--write-fit FILE`")
         scored[f] = fits[key]
 
     train, test = runs(a.train, a.train_tuned_dir), runs(a.test, a.test_tuned_dir)
@@ -94,17 +94,18 @@ def main() -> None:
         save_context(fit, a.write_fit)
     out = {"fit": fit.to_json(), "train_factor": factor, "scored_fits": {f: v.to_json() for f, v in scored.items()},
            "runs": {}}
+    errors = network_errors(fit, got)  # run name -> error of the network's total, per fit
+    scored_errors = {f: network_errors(v, got) for f, v in scored.items()}
     for run in train + test:
         ss = by_run.get(run)
         if not ss:
             continue
         al, nw = totals(ss)
-        ctx = sum(s.calls * fit.in_network_s(s.isolated_s, s.io_bytes) for s in ss)
-        out["runs"][run_name(ss[0])] = {
+        name = run_name(ss[0])
+        out["runs"][name] = {
             "part": "train" if run in train else "test", "kernels": len(ss), "alone_s": al, "in_network_s": nw,
-            "alone_error": al / nw - 1, "context_error": ctx / nw - 1, "one_factor_error": al * factor / nw - 1,
-            "scored_fit_errors": {f: sum(s.calls * v.in_network_s(s.isolated_s, s.io_bytes) for s in ss) / nw - 1
-                                  for f, v in scored.items()}}
+            "alone_error": al / nw - 1, "context_error": errors[name], "one_factor_error": al * factor / nw - 1,
+            "scored_fit_errors": {f: e[name] for f, e in scored_errors.items()}}
     if a.json:
         print(json.dumps(out, indent=1))
         return

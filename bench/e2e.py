@@ -75,6 +75,9 @@ def main() -> None:
         if here not in load_context(cf):
             raise PerfcastError(f"--compare-context {cf!r} has no in-network context fit for this machine ({here}); "
                                 "write one with `python bench/context.py ... --write-fit FILE`")
+    # label -> (model, context) of every other prediction of the same compiled network
+    others = {**{cm: (cm, not a.no_context) for cm in a.compare},
+              **{f"context:{cf}": (a.model, cf) for cf in a.compare_context}}
     from perfcast.e2e.schedules import tune_network
 
     out = {}
@@ -117,15 +120,9 @@ def main() -> None:
                 o["uncalibrated_error"] = r["uncalibrated_predicted_s"] / r["measured_s"] - 1
             o["schedules_spec"] = spec
             o["compare"] = {}
-            for cm in a.compare:
-                c = predict_network(net, a.batch_size, "local", cm, schedules=spec, speed_ratio=ratio,
-                                    context=not a.no_context)
-                o["compare"][cm] = {"predicted_s": c["predicted_s"], "error": c["predicted_s"] / r["measured_s"] - 1}
-            for cf in a.compare_context:
-                c = predict_network(net, a.batch_size, "local", a.model, schedules=spec, speed_ratio=ratio,
-                                    context=cf)
-                o["compare"][f"context:{cf}"] = {"predicted_s": c["predicted_s"],
-                                                 "error": c["predicted_s"] / r["measured_s"] - 1}
+            for label, (model, ctx) in others.items():
+                c = predict_network(net, a.batch_size, "local", model, schedules=spec, speed_ratio=ratio, context=ctx)
+                o["compare"][label] = {"predicted_s": c["predicted_s"], "error": c["predicted_s"] / r["measured_s"] - 1}
             if sched == "default":
                 try:
                     lw = predict_network(net, a.batch_size, "local", a.model, schedules=spec, method="layerwise",
@@ -191,7 +188,7 @@ def main() -> None:
         if a.calibrate:
             un = [abs(o["uncalibrated_error"]) for o in out.values()]
             print(f"uncalibrated: mean |error| {sum(un) / len(un):.1%}")
-        for cm in a.compare + [f"context:{cf}" for cf in a.compare_context]:
+        for cm in others:
             ce = [abs(o["compare"][cm]["error"]) for o in out.values()]
             print(f"--compare {cm}: mean |error| {sum(ce) / len(ce):.1%}")
         if lw_errs:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import time
 
 
@@ -62,7 +61,7 @@ def main() -> None:
     fit_s = []
     for db in a.dbs:
         rows = committed_records(db)
-        y = np.array([statistics.median(r.run_secs) for r in rows])
+        y = np.array([r.measured_s for r in rows])
         X = features_of_programs([r.program() for r in rows], a.device, asm=model.needs_asm)
         prior, A = np.asarray(model.predict(X), np.float64), program_matrix(X)
         for n in ns:

@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 
 import numpy as np
 
@@ -46,7 +45,7 @@ def load_database(db: str, device: str, asm: bool = False):
         if not r.measured:
             continue  # failed to build or run: no measurement
         progs.append(r.program())
-        meas.append(statistics.median(r.run_secs))
+        meas.append(r.measured_s)
         task.append(int(tvm_ffi.structural_hash(r.workload_mod)))  # tvm.ir has no structural_hash in 0.27
     if not progs:
         raise SystemExit(f"{db!r} has no tuning record with valid run_secs; tune with `perfcast tune NET --out {db}`")

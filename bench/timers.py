@@ -18,7 +18,7 @@ one a disagreement comes from.
 
 A DB_DIR is a meta-schedule JSON database directory (e.g. `bench/outside_zoo.py --work DIR` keeps one per operator
 in DIR/NAME). `--limit` re-times at most that many records per database (evenly spread over its records). Keep the
-machine quiet: it measures (~1 s per program).
+machine quiet: it measures (32 programs: ~20 s).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def _ratios(rows: list[dict], num: str, den: str) -> float:
     return statistics.median(r[num] / r[den] for r in rows) if rows else float("nan")
 
 
-def summarize(rows: list[dict]) -> dict:
+def by_band(rows: list[dict]) -> dict:
     """Per band of the collector's time: programs, median run_secs / collector and the model's ratios."""
     out = {}
     for lo, hi, name in ((0.0, float("inf"), "all"),) + BANDS:
@@ -71,15 +71,14 @@ def main() -> None:
     from perfcast.data.importer import database_records
     from perfcast.devices import get_device
     from perfcast.errors import PerfcastError
+    from perfcast.eval.workflow import predict_programs
+    from perfcast.models import load_model
 
     if a.limit < 1:
         raise PerfcastError(f"--limit {a.limit}: re-time at least one record per database (e.g. --limit 64)")
     spec = get_device(a.device)
     if spec.rpc_key:
         raise PerfcastError(f"{a.device!r} is remote; this script times on this machine (use --device local)")
-    from perfcast.eval.workflow import predict_programs
-    from perfcast.models import load_model
-
     model = load_model(a.model)
     knobs = {}
     if a.spin_count is not None:
@@ -87,22 +86,24 @@ def main() -> None:
     if a.no_pin:
         knobs["pin_launcher"] = False
     cfg = MeasureConfig(**knobs)
-    out = {}
-    for db in a.databases:
-        recs = [r for r in database_records(db) if r.measured]  # (a bad directory: a one-line error)
+    picked = {}
+    for db in a.databases:  # every database read before any measuring (a bad directory: a one-line error)
+        recs = [r for r in database_records(db) if r.measured]
         if not recs:
             raise PerfcastError(f"{db}: no measured tuning record to re-time; tune first (`perfcast tune`)")
         pick = sorted({int(i) for i in np.linspace(0, len(recs) - 1, min(a.limit, len(recs)))})
-        recs = [recs[i] for i in pick]
-        mods = [r.program() for r in recs]
-        with IsolatedRunner(spec.threads, cfg, workers=build_workers(own_cpus())) as run:
-            now = time_modules(run, [tvm.ir.save_json(m) for m in mods], spec.target_json)
-        rows = [{"run_secs_s": float(statistics.median(r.run_secs)), "collector_s": float(t)}
-                for r, t in zip(recs, now) if np.isfinite(t)]
-        pred = predict_programs([m for m, t in zip(mods, now) if np.isfinite(t)], model=model, device=a.device)
+        picked[db] = [(recs[i], recs[i].program()) for i in pick]  # (record, its program)
+    out = {}
+    with IsolatedRunner(spec.threads, cfg, workers=build_workers(own_cpus())) as run:
+        timed = {db: time_modules(run, [tvm.ir.save_json(m) for _, m in rm], spec.target_json)
+                 for db, rm in picked.items()}
+    for db, rm in picked.items():
+        ok = [(r, m, float(t)) for (r, m), t in zip(rm, timed[db]) if np.isfinite(t)]  # (NaN: failed to run)
+        rows = [{"run_secs_s": r.measured_s, "collector_s": t} for r, _, t in ok]
+        pred = predict_programs([m for _, m, _ in ok], model=model, device=a.device)
         for row, p in zip(rows, pred):
             row["predicted_s"] = float(p)
-        out[Path(db).name] = {"database": db, "timed": len(rows), "picked": len(recs), "bands": summarize(rows),
+        out[Path(db).name] = {"database": db, "timed": len(rows), "picked": len(rm), "bands": by_band(rows),
                               "measure_config": knobs, "programs": rows}
     if a.json:
         print(json.dumps(out, indent=1))

@@ -539,14 +539,14 @@ def _relu_onnx(path, dims):
 
 def test_onnx_with_a_dynamic_non_batch_dimension_asks_for_input_shape(tmp_path):
     """A symbolic leading dimension is the batch; any other needs --input-shape, and the error says how."""
-    from perfcast.collect.tasks import _onnx_to_relax, parse_input_shape
+    from perfcast.collect.tasks import to_relax
 
     path = tmp_path / "dyn.onnx"
     _relu_onnx(path, ["batch", "seq", 8])
     with pytest.raises(PerfcastError, match=re.escape("ONNX input 'x' of dyn.onnx has a dynamic dimension 1 (seq); "
                                                       "give it with --input-shape 'x:NxNxN'")):
-        _onnx_to_relax(path, 1, None)
-    mod = _onnx_to_relax(path, 2, parse_input_shape("x:2x5x8"))
+        to_relax(str(path), 1)
+    _, _, mod = to_relax(str(path), 2, input_shape="x:2x5x8")
     assert 'x: R.Tensor((2, 5, 8), dtype="float32")' in mod["main"].script()
     with pytest.raises(PerfcastError, match=re.escape("bad --input-shape 'x:2xfivex8'; write NAME:1x3x224x224")):
-        parse_input_shape("x:2xfivex8")
+        to_relax(str(path), 2, input_shape="x:2xfivex8")

@@ -92,11 +92,13 @@ def test_import_gives_one_record_per_program_with_median_latency(tuned_db, impor
         assert rec.task_name == "C" and rec.schedule_kind == "imported" and rec.number == 0
         assert rec.networks == () and rec.task_weight == 1
         if _valid(r.run_secs):
-            assert rec.latency_s == statistics.median(r.run_secs)
+            assert rec.latency_s == statistics.median(r.run_secs) == r.measured_s
             assert rec.latencies_s == tuple(r.run_secs) and len(rec.latencies_s) == 3
             assert rec.latency_min_s == min(r.run_secs) and rec.latency_max_s == max(r.run_secs)
         else:
             assert rec.status == "run_error" and rec.error == NO_RUN_SECS and math.isnan(rec.latency_s)
+    with pytest.raises(PerfcastError, match=r"tuning record has no valid run_secs \(None\); check `measured` first"):
+        next(r for r in db if r.run_secs is None).measured_s
 
     rec = ok[0]
     # the stored TIR and the stored trace both rebuild the very program that was hashed

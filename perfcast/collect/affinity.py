@@ -7,10 +7,10 @@ of every parallel loop share that core: the kernel takes twice as long, with rep
 so nothing in the timings shows it. Measured on a 2-core host (2026-11-25; the script was not kept): a ResNet-50
 conv program ran 0.84 ms with the calling thread on core 0 and 1.69 ms on core 1; re-timing 200 bundled programs in
 two passes minutes apart disagreed by more than 29 % on one in ten before this fix (`bench/timing_repeatability.py`).
-The pin has a cost on some microsecond programs: `python bench/timers.py DB --no-pin` (znver5, 2026-12-01) timed
-an RMSNorm's fastest programs 1.7x (below 10 us) and 1.2x (10-100 us) slower pinned than unpinned, as meta-schedule's
-LocalRunner times them, while a tuned bert_tiny's and mobilenet_v2's programs, microsecond ones included, agreed
-within 5 %.
+On some microsecond programs the pinned timing is not steady from one worker process to the next: `python
+bench/timers.py DB` (znver5, 2026-12-01) timed an RMSNorm's fastest programs 1.6-1.7x slower than meta-schedule's
+LocalRunner in 5 of 7 pinned runs and as fast in the other two; unpinned (`--no-pin`) it agreed in 3 of 4 runs.
+A tuned bert_tiny's and mobilenet_v2's programs, microsecond ones included, agreed within 5 % either way.
 
 `pin_launcher()` restricts the calling thread to the cores of its affinity that no pinned pool thread occupies,
 once the pool exists (TVM creates it at the first parallel launch, so call it after a first run); it changes

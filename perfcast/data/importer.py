@@ -42,6 +42,14 @@ class DbRecord(NamedTuple):
         secs = self.run_secs or ()
         return bool(secs) and all(math.isfinite(s) and 0 <= s < _INVALID_S for s in secs)
 
+    @property
+    def measured_s(self) -> float:
+        """The median of the record's run_secs (meta-schedule's repeats) in seconds; a record that is not
+        `measured` is an error."""
+        if not self.measured:
+            raise PerfcastError(f"tuning record has no valid run_secs ({self.run_secs!r}); check `measured` first")
+        return float(statistics.median(self.run_secs))
+
     def program(self):
         """The IRModule of the record's program: its trace replayed on its workload, postprocessors included."""
         from tvm.s_tir import Schedule
@@ -215,7 +223,7 @@ def import_database(db_dir: str, out: str, device: str = "local") -> dict:
             trace_json=trace_json, tir_script=tir_script, device_id=spec.device_id, device_spec_json=spec_json,
             target_json=_target_json(r.target, spec.target_json), task_weight=1, networks=(), status=status,
             error=error, latencies_s=tuple(secs) if ok else (),
-            latency_s=statistics.median(secs) if ok else nan, latency_min_s=min(secs) if ok else nan,
+            latency_s=r.measured_s if ok else nan, latency_min_s=min(secs) if ok else nan,
             latency_max_s=max(secs) if ok else nan, latency_cv=_cv(secs) if ok else nan, number=0,
             remeasured=False, build_s=nan, measure_s=nan, tvm_version=tvm.__version__,
             perfcast_version=__version__, timestamp=now, protocol=0, round_latencies_s=(),

@@ -127,7 +127,7 @@ def _nnls(samples: list[ContextSample], cap: float) -> tuple[float, float, float
     return tuple(float(x) for x in coef * units)
 
 
-def _network_errors(fit: "ContextFit", samples: list[ContextSample]) -> dict:
+def network_errors(fit: "ContextFit", samples: list[ContextSample]) -> dict:
     """run name -> relative error of the fit on that network's total in-network time."""
     out: dict = {}
     for s in samples:
@@ -160,12 +160,12 @@ def fit_context(samples: list[ContextSample], device_key: str, caps=CAPS_BYTES) 
             rest = [s for s in samples if run_name(s) != r]
             if len(rest) < 3:
                 return math.inf
-            errs.append(abs(_network_errors(make(cap, rest), [s for s in samples if run_name(s) == r])[r]))
+            errs.append(abs(network_errors(make(cap, rest), [s for s in samples if run_name(s) == r])[r]))
         return float(np.mean(errs))
 
     cap = math.inf if len(runs) < 2 else min(caps, key=lambda c: (cv_error(c), -c))
     fit = make(cap, samples)
-    return replace(fit, fit_error=float(np.mean([abs(e) for e in _network_errors(fit, samples).values()])))
+    return replace(fit, fit_error=float(np.mean([abs(e) for e in network_errors(fit, samples).values()])))
 
 
 def measure_context(network: str, schedules: str = "default", device: str = "local", batch_size: int = 1,

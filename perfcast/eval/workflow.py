@@ -221,13 +221,14 @@ def records_of_device(df, device: str) -> tuple[str, np.ndarray]:
     return key, (df["device_key"] == key).to_numpy()
 
 
-def own_split(model=None, data=None):
+def own_split(model=None, data=None, asm: bool | None = None):
     """(model, dataset, records, features, split name, split) of a trained model (default: bundled) on `data`
-    (default: bundled), split the way the model was trained (its own test and training parts on its own data)."""
+    (default: bundled), split the way the model was trained (its own test and training parts on its own data).
+    `asm` loads the assembly features too (default: when the model reads them; True for another model that does)."""
     from ..models import load_model
 
     m = load_model(model)
-    ds, df, X = load_data(data, progress=False, asm=m.needs_asm)
+    ds, df, X = load_data(data, progress=False, asm=m.needs_asm if asm is None else asm)
     name, params, seed = _default_split(m, ds)
     return m, ds, df, X, name, make_split(df, name, seed, params)
 
@@ -385,8 +386,6 @@ def check_calibratable(path, device: str) -> None:
 
 def _predict_database(p: Path, m, device: str, database_records) -> tuple[list[dict], object]:
     """(entries in `get_all_tuning_records()` order, the programs' features or None for an empty database)."""
-    import statistics
-
     from ..features.cache import features_of_programs
     from .coverage import program_dtypes
 
@@ -398,7 +397,7 @@ def _predict_database(p: Path, m, device: str, database_records) -> tuple[list[d
     for i, (r, ps) in enumerate(zip(rows, pred)):
         e = {"index": i, "predicted_s": float(ps)}
         if r.measured:
-            e["measured_s"] = float(statistics.median(r.run_secs))
+            e["measured_s"] = r.measured_s
         out.append(e)
     per_workload: dict = {}  # TVM objects hash by identity: one script per workload object the database holds
     for r in rows:
