@@ -10,11 +10,12 @@ median ratio run_secs / collector, and the model's (default: bundled) prediction
 (which of the two timers the model agrees with).
 
     python bench/timers.py DB_DIR [DB_DIR ...] [--limit 64] [--model DIR] [--device local]
-                           [--spin-count N] [--no-pin] [--json]
+                           [--spin-count N] [--no-pin] [--no-host-gate] [--json]
 
-`--spin-count N` and `--no-pin` change two knobs of the collector's protocol (`perfcast.collect.measure.MeasureConfig`:
-TVM_THREAD_POOL_SPIN_COUNT of the worker, 30000; keeping the launching thread off the pool's cores, on) to see which
-one a disagreement comes from.
+`--spin-count N`, `--no-pin` and `--no-host-gate` change three knobs of the collector's protocol
+(`perfcast.collect.measure.MeasureConfig`: TVM_THREAD_POOL_SPIN_COUNT of the worker, 30000; keeping the launching
+thread off the pool's cores, on; timing a round again while the host is slow, on) to see which one a disagreement
+comes from.
 
 A DB_DIR is a meta-schedule JSON database directory (e.g. `bench/outside_zoo.py --work DIR` keeps one per operator
 in DIR/NAME). `--limit` re-times at most that many records per database (evenly spread over its records). Keep the
@@ -57,6 +58,7 @@ def main() -> None:
     ap.add_argument("--device", default="local")
     ap.add_argument("--spin-count", type=int, default=None, help="the worker's TVM_THREAD_POOL_SPIN_COUNT")
     ap.add_argument("--no-pin", action="store_true", help="let the launching thread run on any core")
+    ap.add_argument("--no-host-gate", action="store_true", help="keep rounds timed while the host is slow")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
 
@@ -85,6 +87,8 @@ def main() -> None:
         knobs["spin_count"] = a.spin_count
     if a.no_pin:
         knobs["pin_launcher"] = False
+    if a.no_host_gate:
+        knobs["host_gate"] = None
     cfg = MeasureConfig(**knobs)
     picked = {}
     for db in a.databases:  # every database read before any measuring (a bad directory: a one-line error)
@@ -97,6 +101,7 @@ def main() -> None:
     with IsolatedRunner(spec.threads, cfg, workers=build_workers(own_cpus())) as run:
         timed = {db: time_modules(run, [tvm.ir.save_json(m) for _, m in rm], spec.target_json)
                  for db, rm in picked.items()}
+        gate = run.host.stats()
     for db, rm in picked.items():
         ok = [(r, m, float(t)) for (r, m), t in zip(rm, timed[db]) if np.isfinite(t)]  # (NaN: failed to run)
         rows = [{"run_secs_s": r.measured_s, "collector_s": t} for r, _, t in ok]
@@ -106,8 +111,10 @@ def main() -> None:
         out[Path(db).name] = {"database": db, "timed": len(rows), "picked": len(rm), "bands": by_band(rows),
                               "measure_config": knobs, "programs": rows}
     if a.json:
-        print(json.dumps(out, indent=1))
+        print(json.dumps({**out, "host_gate": gate}, indent=1))
         return
+    print(f"host gate: {gate['retimed']} of {gate['rounds']} timing rounds timed again ({gate['waited_s']} s waited, "
+          f"{gate['kept_contended']} kept slow)")
     for name, o in out.items():
         print(f"{name}: {o['timed']} of {o['picked']} programs re-timed by the collector")
         for band, b in o["bands"].items():

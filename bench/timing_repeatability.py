@@ -2,7 +2,7 @@
 apart, with the collector's runner, and compare the two passes with each other and with the stored labels.
 
     python bench/timing_repeatability.py [--data DIR] [--n 200] [--device local] [--protocol 2] [--seed 1]
-                                         [--csv OUT.csv] [--json]
+                                         [--host-gate on|off|both] [--csv OUT.csv] [--json]
 
 The programs are drawn from the dataset's ok records of `--device` on this CPU (its device key); each is rebuilt
 from its stored TVMScript. Pass B times them in reverse order, so a program meets other neighbours and, as often
@@ -10,11 +10,15 @@ as not, another worker process. `--protocol 1` times like perfcast did before th
 and rounds were introduced (one round, thread free): the before/after comparison of the same programs in one run.
 Prints, per comparison, the median and 90th/99th percentile of |log(a/b)| and the MAPE of one as a prediction of
 the other (pass B for pass A: the noise floor of any model's MAPE on such labels). Keep the machine quiet.
+`--host-gate off` times without the host gate (`perfcast.collect.sentinel`: rounds timed while other tenants slow
+the host are timed again); `both` runs four passes, gated A, ungated A, ungated B, gated B, and compares the gated
+pair and the ungated pair (the same programs, interleaved in time), with what the gate cost.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 
@@ -37,6 +41,7 @@ def main() -> None:
     ap.add_argument("--device", default="local")
     ap.add_argument("--protocol", type=int, default=2, choices=(1, 2))
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--host-gate", default="on", choices=("on", "off", "both"))
     ap.add_argument("--csv", default=None, help="write every program's latencies here")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
@@ -66,26 +71,43 @@ def main() -> None:
     # protocol 1: one round of 5 repeats (2 above 1 s), launching thread free, one program per worker
     cfg = MeasureConfig() if a.protocol == 2 else dataclasses.replace(
         MeasureConfig(), rounds=1, repeats=5, very_slow_repeats=2, pin_launcher=False)
-    with IsolatedRunner(spec.threads, cfg, workers=2, per_worker=6 if a.protocol == 2 else 1) as run:
-        passes = [time_stored(run, scripts, spec.target_json, order)
-                  for order in (range(len(scripts)), reversed(range(len(scripts))))]
+    fwd, rev = list(range(len(scripts))), list(reversed(range(len(scripts))))
+    runs = {"on": [("gated", cfg)], "off": [("ungated", dataclasses.replace(cfg, host_gate=None))]}
+    runs["both"] = runs["on"] + runs["off"]
+    per_worker = 6 if a.protocol == 2 else 1
+    passes: dict[str, np.ndarray] = {}
+    gates: dict[str, dict] = {}
+    with contextlib.ExitStack() as stack:
+        runners = {name: stack.enter_context(IsolatedRunner(spec.threads, c, workers=2, per_worker=per_worker))
+                   for name, c in runs[a.host_gate]}
+        names = list(runners)
+        for name, order in [(n, fwd) for n in names] + [(n, rev) for n in reversed(names)]:  # A's, then B's
+            passes[f"{name}_{'a' if order is fwd else 'b'}"] = time_stored(runners[name], scripts, spec.target_json,
+                                                                            order)
+        gates = {name: r.host.stats() for name, r in runners.items()}
     stored = t["latency_s"].to_numpy(float)
     out = {"device_key": dkey, "programs": len(scripts), "protocol": a.protocol,
-           "stored_protocols": {str(k): int(v) for k, v in t["protocol"].value_counts().items()},
-           "pass_b_vs_pass_a": agreement(passes[0], passes[1]), "stored_vs_pass_a": agreement(passes[0], stored)}
+           "stored_protocols": {str(k): int(v) for k, v in t["protocol"].value_counts().items()}}
+    for name in names:
+        out[f"{name}: pass_b_vs_pass_a"] = agreement(passes[f"{name}_a"], passes[f"{name}_b"])
+        out[f"{name}: stored_vs_pass_a"] = agreement(passes[f"{name}_a"], stored)
+    out["host_gate"] = gates
     if a.csv:
         pd.DataFrame({"record_id": t["record_id"], "task_name": t["task_name"], "schedule_kind": t["schedule_kind"],
-                      "stored_s": stored, "pass_a_s": passes[0], "pass_b_s": passes[1]}).to_csv(a.csv, index=False)
+                      "stored_s": stored, **{f"{k}_s": v for k, v in passes.items()}}).to_csv(a.csv, index=False)
     if a.json:
         print(json.dumps(out))
         return
     print(f"{out['programs']} programs of {dkey}, timed twice with protocol {a.protocol} "
           f"(stored labels: protocols {out['stored_protocols']})")
-    for k in ("pass_b_vs_pass_a", "stored_vs_pass_a"):
+    for k in [k for k in out if k.endswith("_vs_pass_a")]:
         g = out[k]
-        print(f"{k:18s} |log ratio| median {g['median_abs_log_ratio']:.3f} p90 {g['p90_abs_log_ratio']:.3f} "
+        print(f"{k:27s} |log ratio| median {g['median_abs_log_ratio']:.3f} p90 {g['p90_abs_log_ratio']:.3f} "
               f"p99 {g['p99_abs_log_ratio']:.3f}; {100 * g['share_over_10pct']:.1f} % differ by > 10 %; "
               f"MAPE {100 * g['mape']:.1f} %")
+    for name, g in gates.items():
+        print(f"host gate ({name} runner): {g['retimed']} of {g['rounds']} rounds timed again, {g['waited_s']} s "
+              f"waited, {g['kept_contended']} kept slow; sentinel best {g['sentinel_best_us']} us")
 
 
 if __name__ == "__main__":

@@ -7,7 +7,9 @@ import typer
 
 HELP = ("Measure real tensor programs of networks on a device: per task, TVM's default kernel plus N random "
         "meta-schedule programs, each built and timed in an isolated worker. Resumable: rerun the same command "
-        "after an interruption and it continues where it stopped.")
+        "after an interruption and it continues where it stopped. Timing waits while other processes load the "
+        "CPU, and re-times a round while the host itself runs slow (a fixed kernel timed around every round; "
+        "check a host first with `python bench/host_contention.py`).")
 EXAMPLE = "Example: perfcast collect --network resnet18 --network model.onnx --device local --programs-per-task 20 --out runs/r18"
 
 
@@ -33,13 +35,17 @@ def collect(
     summary = {"out": res.out, "measured": res.measured, "by_status": dict(res.by_status), "tasks": res.tasks,
                "skipped_existing": res.skipped_existing, "recovered": res.recovered,
                "seconds": round(res.seconds, 1), "programs_per_minute": round(60 * res.measured / max(res.seconds, 1e-9), 1),
-               "load_pauses": res.pauses, "worker_restarts": res.worker_restarts}
+               "load_pauses": res.pauses, "worker_restarts": res.worker_restarts, "host_gate": res.host_gate}
     if json_out:
         print(json.dumps(summary))
     else:
         st = ", ".join(f"{k} {v}" for k, v in sorted(res.by_status.items())) or "nothing new"
         print(f"measured {res.measured} programs of {res.tasks} tasks in {res.seconds:.0f} s ({st}); "
               f"{res.skipped_existing} already recorded; dataset: {res.out}")
+        g = res.host_gate
+        if g.get("retimed"):
+            print(f"the host ran slow (sentinel > {g['gate']}x its best) for {g['retimed']} of {g['rounds']} timing "
+                  f"rounds: timed again after {g['waited_s']} s of waiting; {g['kept_contended']} kept slow")
 
 
 CALIBRATE_HELP = ("Measure how fast this machine is today compared with when its records were measured: rebuild "

@@ -7,9 +7,10 @@ of every parallel loop share that core: the kernel takes twice as long, with rep
 so nothing in the timings shows it. Measured on a 2-core host (2026-11-25; the script was not kept): a ResNet-50
 conv program ran 0.84 ms with the calling thread on core 0 and 1.69 ms on core 1; re-timing 200 bundled programs in
 two passes minutes apart disagreed by more than 29 % on one in ten before this fix (`bench/timing_repeatability.py`).
-On some microsecond programs the pinned timing is not steady from one worker process to the next: `python
-bench/timers.py DB` (znver5, 2026-12-01) timed an RMSNorm's fastest programs 1.6-1.7x slower than meta-schedule's
-LocalRunner in 5 of 7 pinned runs and as fast in the other two; unpinned (`--no-pin`) it agreed in 3 of 4 runs.
+On some microsecond programs the timing is not steady from one minute to the next: `python bench/timers.py DB`
+(znver5, 2026-12-01) timed an RMSNorm's fastest programs 1.6-1.7x slower than meta-schedule's LocalRunner in 5 of 7
+pinned runs and 1 of 4 unpinned ones. That state is the host's, not the pin's: it came and went across fresh
+processes and within one, pinned or not, for 10-15 s at a time (README, Two timers).
 A tuned bert_tiny's and mobilenet_v2's programs, microsecond ones included, agreed within 5 % either way.
 
 `pin_launcher()` restricts the calling thread to the cores of its affinity that no pinned pool thread occupies,

@@ -61,6 +61,7 @@ class CollectResult:
     seconds: float = 0.0
     pauses: int = 0
     worker_restarts: int = 0
+    host_gate: dict = field(default_factory=dict)  # `HostGate.stats()` of a local runner: rounds the host slowed
 
 
 def record_id(workload_key: str, device_id: str, program_hash: str, protocol: int = 1) -> str:
@@ -200,6 +201,8 @@ def collect(cfg: CollectConfig, out: str, log: Callable[[str], None] = print, pr
     try:
         runner.start()
         t_start = time.time()  # measuring time only (task extraction and starting the workers are set-up)
+        if hasattr(runner, "host"):  # say once why timing waits (the host gate, `perfcast.collect.sentinel`)
+            runner.on_host_slow = lambda m: bar.console.print(f"[yellow]warning:[/] {m}")
         with bar:
             bar_task = bar.add_task("collecting", total=todo, rate=0.0)
             exhausted: set[str] = set()
@@ -251,9 +254,10 @@ def collect(cfg: CollectConfig, out: str, log: Callable[[str], None] = print, pr
         runner.close()
         res.seconds = time.time() - t_start
         res.worker_restarts = getattr(runner, "restarts", 0)
+        res.host_gate = runner.host.stats() if hasattr(runner, "host") else {}
         info.update(status="finished" if completed else "interrupted", finished=_now(), measured=res.measured,
                     by_status=dict(res.by_status), seconds=round(res.seconds, 1), load_pauses=res.pauses,
-                    worker_restarts=res.worker_restarts)
+                    worker_restarts=res.worker_restarts, host_gate=res.host_gate)
         ds.write_collection_info(info, info_path)
     return res
 

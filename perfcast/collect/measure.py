@@ -33,6 +33,12 @@ class MeasureConfig:
     # keep the launching thread off the cores TVM pins its pool threads to (`perfcast.collect.affinity`); False
     # only to reproduce protocol 1
     pin_launcher: bool = True
+    # the host gate (`perfcast.collect.sentinel`): a fixed kernel timed on the same threads before and after each
+    # round; a round whose sentinel ran more than `host_gate` x the fastest sentinel the runner has seen is timed
+    # again after `host_pause_s`, for at most `host_wait_s` (then it is kept and counted). None: no gate.
+    host_gate: float | None = 1.5
+    host_pause_s: float = 0.5
+    host_wait_s: float = 20.0
     build_timeout_s: float = 60.0
     run_timeout_s: float = 60.0
 

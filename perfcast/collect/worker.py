@@ -14,9 +14,11 @@ than another of the same task, so workers that waited for each other's builds lo
 after another while the other workers wait idle on their pipes, so every measurement sees a quiet machine. Timing
 goes in `MeasureConfig.rounds` rounds over the batch: a program's rounds are at least `round_gap_s` apart, its label
 is the lowest round median (measurement protocol 2, `perfcast.data.schema.PROTOCOLS`). On a shared cloud host a
-program runs up to 2x slower for seconds at a time while neighbours load the machine (no steal time shows it); the
-lowest of three rounds a second apart is the program's own speed (`python bench/timing_repeatability.py` measures
-the agreement of two passes).
+program runs up to 2x slower for seconds at a time while neighbours load the machine (no steal time shows it);
+the lowest of three rounds a second apart was meant to be the program's own speed, but such spells last 2-6 s and
+cover up to half the time on some hosts, so since 2026-12-01 the host gate (`perfcast.collect.sentinel`) also times
+a fixed kernel around every round and times a round again while the host is slow (`python
+bench/timing_repeatability.py` measures the agreement of two passes, with and without it).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from typing import Callable
 from ..data.schema import MEASURE_PROTOCOL
 from .affinity import LauncherPin
 from .measure import MeasureConfig, make_args, time_function
+from .sentinel import HostGate
 
 
 # ---- child side ----------------------------------------------------------------------------------------------
@@ -46,6 +49,9 @@ def _serve(rfd: int, wfd: int) -> None:
     dev = tvm.cpu(0)
     args_by_sig: dict[str, list] = {}  # input arrays by argument signature (programs of one task share them)
     progs: dict[int, tuple] = {}  # slot id -> (lib, main function, module, build seconds)
+    sentinels: dict[str, object] = {}  # target JSON -> its host sentinel (`perfcast.collect.sentinel`)
+    target_of: dict[int, str] = {}  # slot id -> the target JSON its program was built for
+    threads = int(os.environ.get("TVM_NUM_THREADS", "1"))
     ran: set[int] = set()  # slots whose program ran in this process (a later round may skip the burn-in)
     send = lambda obj: conn_out.send_bytes(json.dumps(obj).encode())  # noqa: E731
     send({"kind": "ready", "pid": os.getpid()})
@@ -78,6 +84,7 @@ def _serve(rfd: int, wfd: int) -> None:
                 continue
             build_s = time.perf_counter() - t0
             progs[slot] = (lib, f, mod, build_s)
+            target_of[slot] = req["target_json"]
             ran.discard(slot)
             send({"kind": "built", "build_s": build_s})
             continue
@@ -95,10 +102,32 @@ def _serve(rfd: int, wfd: int) -> None:
                 args_by_sig[sig] = make_args(shapes, dev)
             args = args_by_sig[sig]
             cfg = MeasureConfig(**req["config"])
+            sentinel = None
+            if cfg.host_gate is not None:
+                if target_of[slot] not in sentinels:
+                    from .sentinel import Sentinel
+
+                    try:
+                        sentinels[target_of[slot]] = Sentinel(tvm.target.Target(json.loads(target_of[slot])),
+                                                              threads, dev)
+                    except Exception:  # noqa: BLE001 - no gate for this target rather than no measurement
+                        sentinels[target_of[slot]] = None
+                sentinel = sentinels[target_of[slot]]
+            host_s: list[float] = []
+
+            def after_first() -> None:  # the launching thread pinned (as for timing), then the host checked
+                if cfg.pin_launcher:
+                    pin.apply()
+                if sentinel is not None:
+                    host_s.append(sentinel.seconds())
+
             with LauncherPin() as pin:  # off the pool threads' cores while timing (see affinity.py)
                 res = time_function(lambda n, r: lib.time_evaluator("main", dev, number=n, repeat=r)(*args).results,
-                                    lambda: f(*args), cfg, after_first=pin.apply if cfg.pin_launcher else None,
+                                    lambda: f(*args), cfg, after_first=after_first,
                                     plan=req.get("plan") if slot in ran else None)  # first run: burn in
+                if sentinel is not None:
+                    host_s.append(sentinel.seconds())
+                    res["host_s"] = host_s
             ran.add(slot)
             out = {"kind": "result", "status": "ok", "error": "", "build_s": build_s, **res}
         except Exception as e:  # noqa: BLE001
@@ -297,6 +326,8 @@ class IsolatedRunner:
         self.workers = workers
         self.per_worker = per_worker
         self._pool = [_Worker(threads, self.config) for _ in range(workers)]
+        self.host = HostGate(self.config.host_gate)  # the fastest sentinel seen and what the gate cost
+        self.on_host_slow: Callable[[str], None] | None = None  # told once when the gate first waits
 
     @property
     def slots(self) -> int:
@@ -410,7 +441,9 @@ class IsolatedRunner:
                         if wait > 0:  # a small batch: the program's previous round was less than `gap` ago
                             time.sleep(wait)
                         plan = rounds[i][0].get("plan") if rounds[i] else None
-                        timed[i] = r = self._pool[w].measure(slot, settle, plan)
+                        timed[i] = r = self.host.run(lambda: self._pool[w].measure(slot, settle, plan),
+                                                     self.config.host_pause_s, self.config.host_wait_s,
+                                                     self.on_host_slow)
                         last[i] = time.perf_counter()
                         if r["status"] != "ok":
                             final[i] = r  # a crash or a hang is final (a repeated round must not lose it)
@@ -435,9 +468,11 @@ class IsolatedRunner:
 
 def combine_rounds(rounds: list[dict], protocol: int) -> dict:
     """One result from a program's timing rounds: the round with the lowest median gives the label, repeats and
-    spread; `round_latencies_s` keeps every round's median, `measure_s` their sum."""
+    spread; `round_latencies_s` keeps every round's median, `host_ratios` the host gate's ratio of each (empty
+    without the gate), `measure_s` their sum."""
     best = min(rounds, key=lambda r: r["latency_s"])
     return {**best, "round_latencies_s": [r["latency_s"] for r in rounds],
+            "host_ratios": [r["host_ratio"] for r in rounds if "host_ratio" in r],
             "measure_s": sum(r.get("measure_s", 0.0) for r in rounds),
             "remeasured": any(r.get("remeasured", False) for r in rounds), "protocol": protocol}
 

@@ -23,7 +23,9 @@ PROTOCOLS = {
        "thread could share a core with TVM's pinned pool thread (parallel programs on 2 threads were then timed up "
        "to 2x slow)",
     2: "the launching thread kept off the pool threads' cores; the lowest of `rounds` round medians, rounds of one "
-       "program seconds apart (other programs are timed in between)",
+       "program seconds apart (other programs are timed in between); since 2026-12-01 a round is timed again while "
+       "the host gate's sentinel runs over 1.5x its fastest (other tenants slowing the host: "
+       "`perfcast.collect.sentinel`)",
 }
 MEASURE_PROTOCOL = 2  # what `perfcast collect` does now
 STATUSES = ("ok", "build_error", "run_error", "timeout")

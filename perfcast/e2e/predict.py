@@ -291,8 +291,9 @@ def measure_network(network: str, batch_size: int, spec, input_shape: str | None
                     kernels: bool = True, fused=None) -> dict:
     """Latency of the whole network compiled by TVM (same fused module as the tasks) on this machine, timed with
     the collector's `time_function` and rounds (measurement protocol 2): the launching thread off the core of TVM's
-    pool thread, `MeasureConfig.rounds` rounds half a second apart, the lowest round median (`measured_rounds_s`:
-    each round's median; `measured_repeats_s`: the best round's repeats).
+    pool thread, `MeasureConfig.rounds` rounds half a second apart, each timed again while the host gate finds the
+    host slow (`measured_host_gate`), the lowest round median (`measured_rounds_s`: each round's median;
+    `measured_repeats_s`: the best round's repeats).
 
     With `kernels`, the VM is then run `repeats` more times under an instrument that times every kernel call
     (`measured_kernels_s`: kernel name -> median seconds per call), the layerwise paper's per-layer profile.
@@ -325,6 +326,7 @@ def measure_network(network: str, batch_size: int, spec, input_shape: str | None
         args.append(tvm.runtime.tensor(a, dev))
     from ..collect.affinity import LauncherPin
     from ..collect.measure import MeasureConfig, time_function
+    from ..collect.sentinel import HostGate, Sentinel
     from ..collect.worker import combine_rounds
     from ..data.schema import MEASURE_PROTOCOL
 
@@ -332,16 +334,28 @@ def measure_network(network: str, batch_size: int, spec, input_shape: str | None
         return vm.time_evaluator("main", dev, number=number, repeat=repeat)(*args).results
 
     cfg, rounds = MeasureConfig(), []
+    gate, sentinel = HostGate(cfg.host_gate), Sentinel(spec.target(), spec.threads, dev)
+
+    def one_round() -> dict:
+        host_s = []
+
+        def after_first() -> None:  # pinned, then the host checked (the collector's host gate)
+            pin.apply()
+            host_s.append(sentinel.seconds())
+
+        res = time_function(evaluate, lambda: vm["main"](*args), cfg, after_first=after_first,
+                            plan=rounds[0]["plan"] if rounds else None)
+        return {**res, "host_s": host_s + [sentinel.seconds()]}
+
     with LauncherPin() as pin:  # timed as the collector times kernels (protocol 2: collect/worker.py)
         for r in range(cfg.rounds):
             if r:
                 time.sleep(cfg.round_gap_s)
-            rounds.append(time_function(evaluate, lambda: vm["main"](*args), cfg, after_first=pin.apply,
-                                        plan=rounds[0]["plan"] if rounds else None))
+            rounds.append(gate.run(one_round, cfg.host_pause_s, cfg.host_wait_s))
         best = combine_rounds(rounds, MEASURE_PROTOCOL)
         out = {"measured_s": float(best["latency_s"]), "measured_repeats_s": [float(x) for x in best["latencies_s"]],
                "measured_rounds_s": [float(x) for x in best["round_latencies_s"]],
-               "measured_cv": float(best["latency_cv"])}
+               "measured_cv": float(best["latency_cv"]), "measured_host_gate": gate.stats()}
         if kernels:
             out["measured_kernels_s"], out["measured_vm_storage_bytes"] = _time_kernels(
                 vm, args, {gv.name_hint for gv in fused.functions if isinstance(fused[gv], tvm.tirx.PrimFunc)},

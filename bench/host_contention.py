@@ -1,0 +1,102 @@
+"""Is this host running at its own speed? Other tenants of a cloud VM's physical cores slow it for seconds at a
+time, invisibly to the VM's load figures (no steal time): run this before collecting.
+
+For `--seconds`, over and over: a fixed scalar loop (pure Python, ~1 ms) on each core this process may use, in
+turn, and the collector's host sentinel (`perfcast.collect.sentinel`: a fixed vector kernel on the device's
+threads, the launching thread pinned as the collector pins it). Prints per core the fastest loop, the share of
+samples over 1.3x it and the slow spells (runs of such samples: how many, how long); for the sentinel the same,
+and how often it agrees with the loops (slow when some core is slow). No dataset, no model: only the host.
+
+    python bench/host_contention.py [--seconds 30] [--device local] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+
+import numpy as np
+
+SLOW = 1.3  # a sample over 1.3x the fastest of its series is a slow one
+
+
+def scalar_loop_ms(n: int = 50_000) -> float:
+    t = time.perf_counter()
+    x = 0
+    for i in range(n):
+        x += i
+    return (time.perf_counter() - t) * 1e3
+
+
+def spells(slow: np.ndarray, times: np.ndarray) -> dict:
+    """Runs of consecutive slow samples: how many, and their lengths in seconds (first to last sample + one gap)."""
+    gap = float(np.median(np.diff(times))) if len(times) > 1 else 0.0
+    lengths, start = [], None
+    for k, s in enumerate(list(slow) + [False]):
+        if s and start is None:
+            start = k
+        elif not s and start is not None:
+            lengths.append(float(times[k - 1] - times[start]) + gap)
+            start = None
+    return {"slow_share": float(np.mean(slow)) if len(slow) else 0.0, "spells": len(lengths),
+            "spell_median_s": float(np.median(lengths)) if lengths else 0.0,
+            "spell_max_s": float(max(lengths)) if lengths else 0.0}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seconds", type=float, default=30.0)
+    ap.add_argument("--device", default="local", help="whose sentinel (target and threads) to time")
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args()
+    if a.seconds <= 0:
+        raise SystemExit(f"--seconds {a.seconds}: give a positive duration (30 is enough to see spells)")
+
+    import tvm
+
+    from perfcast.collect.affinity import LauncherPin
+    from perfcast.collect.sentinel import Sentinel
+    from perfcast.devices import get_device
+
+    spec = get_device(a.device)
+    os.environ.setdefault("TVM_NUM_THREADS", str(spec.threads))  # before the runtime's pool exists
+    cores = sorted(os.sched_getaffinity(0))
+    sentinel = Sentinel(spec.target(), spec.threads, tvm.cpu())
+    rows, times = [], []
+    with LauncherPin() as pin:
+        pin.apply()  # the pool exists now (the sentinel's burn-in ran): keep the launcher off its cores
+        launcher = set(os.sched_getaffinity(0))
+        t0 = time.time()
+        while time.time() - t0 < a.seconds:
+            loops = []
+            for c in cores:
+                os.sched_setaffinity(0, {c})
+                loops.append(min(scalar_loop_ms() for _ in range(2)))
+            os.sched_setaffinity(0, launcher)
+            rows.append([sentinel.seconds() * 1e6] + loops)
+            times.append(time.time() - t0)
+            time.sleep(0.1)
+    r, times = np.array(rows), np.array(times)
+    best = r.min(0)
+    slow = r > SLOW * best
+    out = {"samples": len(r), "seconds": round(float(times[-1]), 1), "threads": spec.threads,
+           "sentinel": {"best_us": round(float(best[0]), 2), **spells(slow[:, 0], times),
+                        "agrees_with_cores": float(np.mean(slow[:, 0] == slow[:, 1:].any(1)))},
+           "cores": {str(c): {"best_ms": round(float(best[k + 1]), 3), **spells(slow[:, k + 1], times)}
+                     for k, c in enumerate(cores)}}
+    if a.json:
+        print(json.dumps(out))
+        return
+    print(f"{out['samples']} samples over {out['seconds']} s; slow = over {SLOW}x the fastest sample")
+    for name, g in [("sentinel", out["sentinel"])] + [(f"core {c}", g) for c, g in out["cores"].items()]:
+        fastest = f"{g['best_us']} us" if "best_us" in g else f"{g['best_ms']} ms"
+        print(f"{name:9s} fastest {fastest:10s} slow {100 * g['slow_share']:5.1f} % of the time, "
+              f"{g['spells']} spells (median {g['spell_median_s']:.1f} s, longest {g['spell_max_s']:.1f} s)")
+    print(f"the sentinel is slow exactly when some core is: {100 * out['sentinel']['agrees_with_cores']:.0f} % "
+          "of samples")
+
+
+if __name__ == "__main__":
+    main()
