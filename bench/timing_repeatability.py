@@ -69,8 +69,11 @@ def main() -> None:
     t = t.sort_values("protocol").drop_duplicates("record_id").sample(min(a.n, len(t)), random_state=a.seed)
     scripts = list(t["tir_script"])
     # protocol 1: one round of 5 repeats (2 above 1 s), launching thread free, one program per worker
+    if a.protocol == 1 and a.host_gate != "off":
+        raise SystemExit("--protocol 1 times as perfcast did before 2026-11-25, without the host gate: add "
+                         "--host-gate off")
     cfg = MeasureConfig() if a.protocol == 2 else dataclasses.replace(
-        MeasureConfig(), rounds=1, repeats=5, very_slow_repeats=2, pin_launcher=False)
+        MeasureConfig(), rounds=1, repeats=5, very_slow_repeats=2, pin_launcher=False, host_gate=None)
     fwd, rev = list(range(len(scripts))), list(reversed(range(len(scripts))))
     runs = {"on": [("gated", cfg)], "off": [("ungated", dataclasses.replace(cfg, host_gate=None))]}
     runs["both"] = runs["on"] + runs["off"]
