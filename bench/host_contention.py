@@ -2,10 +2,12 @@
 time, invisibly to the VM's load figures (no steal time): run this before collecting.
 
 For `--seconds`, over and over: a fixed scalar loop (pure Python, ~1 ms) on each core this process may use, in
-turn, and the collector's host sentinel (`perfcast.collect.sentinel`: a fixed vector kernel on the device's
-threads, the launching thread pinned as the collector pins it). Prints per core the fastest loop, the share of
-samples over 1.3x it and the slow spells (runs of such samples: how many, how long); for the sentinel the same,
-and how often it agrees with the loops (slow when some core is slow). No dataset, no model: only the host.
+turn, and the collector's host sentinel (`perfcast.collect.sentinel`: its CPU part, L1-resident vector
+multiply-adds, and its cache part, a sweep of 200 KB per thread, on the device's threads, the launching thread
+pinned as the collector pins it). Prints per core the fastest loop, the share of samples over 1.3x it and the slow
+spells (runs of such samples: how many, how long); for each sentinel part the same, and how often the CPU part
+agrees with the loops (slow when some core is slow; the cache part answers to other tenants' use of the caches,
+which the loops do not see). No dataset, no model: only the host.
 
     python bench/host_contention.py [--seconds 30] [--device local] [--json]
 """
@@ -60,8 +62,11 @@ def main() -> None:
     from perfcast.collect.sentinel import Sentinel
     from perfcast.devices import get_device
 
+    from perfcast.collect.measure import MeasureConfig
+
     spec = get_device(a.device)
-    os.environ.setdefault("TVM_NUM_THREADS", str(spec.threads))  # before the runtime's pool exists
+    os.environ.setdefault("TVM_NUM_THREADS", str(spec.threads))  # before the runtime's pool exists, and as the
+    os.environ.setdefault("TVM_THREAD_POOL_SPIN_COUNT", str(MeasureConfig().spin_count))  # collector's workers
     cores = sorted(os.sched_getaffinity(0))
     sentinel = Sentinel(spec.target(), spec.threads, tvm.cpu())
     rows, times = [], []
@@ -70,31 +75,33 @@ def main() -> None:
         launcher = set(os.sched_getaffinity(0))
         t0 = time.time()
         while time.time() - t0 < a.seconds:
+            time.sleep(0.1)  # first: the pool threads stop spinning after the sentinel (~20 ms), off the loops' cores
             loops = []
             for c in cores:
                 os.sched_setaffinity(0, {c})
                 loops.append(min(scalar_loop_ms() for _ in range(2)))
             os.sched_setaffinity(0, launcher)
-            rows.append([sentinel.seconds() * 1e6] + loops)
+            rows.append([x * 1e6 for x in sentinel.seconds()] + loops)
             times.append(time.time() - t0)
-            time.sleep(0.1)
     r, times = np.array(rows), np.array(times)
     best = r.min(0)
     slow = r > SLOW * best
     out = {"samples": len(r), "seconds": round(float(times[-1]), 1), "threads": spec.threads,
-           "sentinel": {"best_us": round(float(best[0]), 2), **spells(slow[:, 0], times),
-                        "agrees_with_cores": float(np.mean(slow[:, 0] == slow[:, 1:].any(1)))},
-           "cores": {str(c): {"best_ms": round(float(best[k + 1]), 3), **spells(slow[:, k + 1], times)}
+           "sentinel_cpu": {"best_us": round(float(best[0]), 2), **spells(slow[:, 0], times),
+                            "agrees_with_cores": float(np.mean(slow[:, 0] == slow[:, 2:].any(1)))},
+           "sentinel_cache": {"best_us": round(float(best[1]), 2), **spells(slow[:, 1], times)},
+           "cores": {str(c): {"best_ms": round(float(best[k + 2]), 3), **spells(slow[:, k + 2], times)}
                      for k, c in enumerate(cores)}}
     if a.json:
         print(json.dumps(out))
         return
     print(f"{out['samples']} samples over {out['seconds']} s; slow = over {SLOW}x the fastest sample")
-    for name, g in [("sentinel", out["sentinel"])] + [(f"core {c}", g) for c, g in out["cores"].items()]:
+    for name, g in [("cpu part", out["sentinel_cpu"]), ("cache part", out["sentinel_cache"])] + \
+            [(f"core {c}", g) for c, g in out["cores"].items()]:
         fastest = f"{g['best_us']} us" if "best_us" in g else f"{g['best_ms']} ms"
-        print(f"{name:9s} fastest {fastest:10s} slow {100 * g['slow_share']:5.1f} % of the time, "
+        print(f"{name:10s} fastest {fastest:10s} slow {100 * g['slow_share']:5.1f} % of the time, "
               f"{g['spells']} spells (median {g['spell_median_s']:.1f} s, longest {g['spell_max_s']:.1f} s)")
-    print(f"the sentinel is slow exactly when some core is: {100 * out['sentinel']['agrees_with_cores']:.0f} % "
+    print(f"the CPU part is slow exactly when some core is: {100 * out['sentinel_cpu']['agrees_with_cores']:.0f} % "
           "of samples")
 
 

@@ -110,7 +110,7 @@ def main() -> None:
               f"MAPE {100 * g['mape']:.1f} %")
     for name, g in gates.items():
         print(f"host gate ({name} runner): {g['retimed']} of {g['rounds']} rounds timed again, {g['waited_s']} s "
-              f"waited, {g['kept_contended']} kept slow; sentinel best {g['sentinel_best_us']} us")
+              f"waited ({g['retimed_by']}), {g['kept_contended']} kept slow; sentinel best {g['sentinel_best_us']} us")
 
 
 if __name__ == "__main__":

@@ -108,6 +108,10 @@ def test_collect_a_python_factory_network(tmp_path):
     summary = json.loads(res.stdout.strip().splitlines()[-1])
     assert summary["tasks"] >= 2
     assert summary["measured"] == 2 * summary["tasks"]  # the default kernel + one random program each
+    g = summary["host_gate"]  # every program's three rounds passed the host gate, some perhaps after re-timing
+    assert g["gate"] == 1.5 and g["rounds"] - g["retimed"] == 3 * summary["measured"]
+    assert g["sentinel_best_us"]["cpu"] > 0 and g["sentinel_best_us"]["cache"] > 0
+    assert [json.loads(p.read_text())["host_gate"] for p in (out / "collection").glob("*.json")] == [g]
     from perfcast.data.store import Dataset
 
     nets = Dataset(out).read("networks").to_pylist()

@@ -150,47 +150,57 @@ def test_timing_rounds_label_the_lowest_round_and_survive_a_crash(matmul64, targ
 
 
 def test_host_gate_judges_each_round_against_the_fastest_sentinel():
-    """The ratio is the slower of a round's two sentinels over the fastest sentinel seen so far (this round's
-    included); above the gate the round is contended; no gate never is; bad times are a one-line error."""
+    """Per part (cpu, cache), the ratio is the slower of a round's two readings over the part's fastest reading so
+    far (this round's included); a round is contended when either part is over the gate; no gate never is; bad
+    readings are a one-line error."""
     from perfcast.collect.sentinel import HostGate
 
-    g = HostGate(1.15)
-    assert g.judge([1.0e-4, 1.1e-4]) == pytest.approx(1.1) and not g.contended(1.1)
-    assert g.judge([2.0e-4, 1.9e-4]) == pytest.approx(2.0) and g.contended(2.0)
-    assert g.judge([0.8e-4, 1.0e-4]) == pytest.approx(1.25) and g.best_s == 0.8e-4  # a faster host lowers the bar
+    g = HostGate(1.5)
+    assert g.judge([[1.0e-4, 2e-6], [1.1e-4, 2e-6]]) == pytest.approx([1.1, 1.0])
+    parts = g.judge([[1.2e-4, 3.4e-6], [1.0e-4, 3e-6]])  # the cache part slow (someone else in the L2)
+    assert parts == pytest.approx([1.2, 1.7]) and g.contended(max(parts)) and not g.contended(parts[0])
+    assert g.judge([[0.8e-4, 1.0e-6], [1.0e-4, 1e-6]]) == pytest.approx([1.25, 1.0])  # a faster host lowers the bar
+    assert g.best_s == [0.8e-4, 1e-6]
     g.ratios += [1.1, 1.25, 1.0]
-    assert g.stats()["sentinel_best_us"] == 80.0 and g.stats()["ratio_median"] == 1.1
-    assert g.stats()["ratio_max"] == 1.25
+    st = g.stats()
+    assert st["sentinel_best_us"] == {"cpu": 80.0, "cache": 1.0} and st["ratio_median"] == 1.1
+    assert st["ratio_max"] == 1.25 and st["retimed_by"] == {"cpu": 0, "cache": 0}
     assert not HostGate(None).contended(5.0)
-    with pytest.raises(ValueError, match=r"sentinel times \[0.0\]: need positive finite seconds"):
-        g.judge([0.0])
+    with pytest.raises(ValueError, match=r"sentinel readings \[\[0.0, 1e-06\]\]: need \[cpu, cache\] positive"):
+        g.judge([[0.0, 1e-6]])
+    with pytest.raises(ValueError, match="sentinel readings"):
+        g.judge([1e-4, 1e-4])
 
 
 def test_sentinel_kernel_does_its_fixed_work_per_thread(target_json):
-    """Each of the sentinel's rows is updated `passes` times with a <- 0.999 a + 0.001: from zeros, every element
+    """Each row of a sentinel part is updated `passes` times with a <- 0.999 a + 0.001: from zeros, every element
     ends at 1 - 0.999^passes (float32), so its work is fixed and independent of anything measured."""
     import numpy as np
     import tvm
 
-    from perfcast.collect.sentinel import SENTINEL_WIDTH, sentinel_module
+    from perfcast.collect.sentinel import CACHE_WIDTH, SENTINEL_WIDTH, sentinel_module
 
-    lib = tvm.build(sentinel_module(2, passes=10), target=tvm.target.Target(json.loads(target_json)))
-    a = tvm.runtime.tensor(np.zeros((2, SENTINEL_WIDTH), "float32"), tvm.cpu())
-    lib["main"](a)
-    want = np.float32(0.0)
-    for _ in range(10):
-        want = want * np.float32(0.999) + np.float32(0.001)
-    np.testing.assert_allclose(a.numpy(), np.full((2, SENTINEL_WIDTH), want, "float32"), rtol=1e-6)
-    assert abs(float(want) - (1 - 0.999 ** 10)) < 1e-6
+    target = tvm.target.Target(json.loads(target_json))
+    for passes, width in ((10, SENTINEL_WIDTH), (1, CACHE_WIDTH)):  # the CPU part (shortened) and the cache part
+        lib = tvm.build(sentinel_module(2, passes, width), target=target)
+        a = tvm.runtime.tensor(np.zeros((2, width), "float32"), tvm.cpu())
+        lib["main"](a)
+        want = np.float32(0.0)
+        for _ in range(passes):
+            want = want * np.float32(0.999) + np.float32(0.001)
+        np.testing.assert_allclose(a.numpy(), np.full((2, width), want, "float32"), rtol=1e-6)
+    assert abs(float(want) - 0.001) < 1e-9 and CACHE_WIDTH * 4 == 200 * 1024  # one pass; 200 KB per thread
     with pytest.raises(ValueError, match="sentinel needs threads >= 1"):
         sentinel_module(0)
+    with pytest.raises(ValueError, match="a width that is a multiple of 16, got 2, 1, 100"):
+        sentinel_module(2, 1, 100)
 
 
 def test_host_gate_times_contended_rounds_again_then_keeps_them(matmul64, target_json):
     """The real path: the worker times the sentinel around every round and the runner judges it. With the gate at
-    1.15 on a quiet machine rounds pass with a ratio near 1; with the gate below 1 every round counts as contended
-    (no load can be staged that a 0.1 ms sentinel reliably sees: `bench/host_contention.py` shows the real thing),
-    so each is timed again after every pause until `host_wait_s`, then kept and counted."""
+    1.5 on a quiet machine rounds pass with a ratio near 1; with the gate below 1 every round counts as contended
+    (no load can be staged that the sentinel reliably sees: `bench/host_contention.py` shows the real thing), so
+    each is timed again after every pause until `host_wait_s`, then kept and counted."""
     import dataclasses
 
     import tvm
@@ -201,13 +211,15 @@ def test_host_gate_times_contended_rounds_again_then_keeps_them(matmul64, target
     with IsolatedRunner(1, cfg, workers=1, per_worker=1) as runner:
         r = runner.run_batch([good], target_json)[0]
     assert r["status"] == "ok" and len(r["host_ratios"]) == 2 and all(1.0 <= x < 3.0 for x in r["host_ratios"])
-    assert runner.host.rounds >= 2 and runner.host.best_s > 0
+    assert runner.host.rounds >= 2 and all(0 < b < 0.01 for b in runner.host.best_s)
     t0 = time.time()
     with IsolatedRunner(1, dataclasses.replace(cfg, host_gate=0.5), workers=1, per_worker=1) as runner:
         r = runner.run_batch([good], target_json)[0]
     assert r["status"] == "ok" and len(r["round_latencies_s"]) == 2
     g = runner.host.stats()
     assert (g["rounds"], g["retimed"], g["kept_contended"], g["waited_s"]) == (8, 6, 2, 1.2)  # 2 x (3 + 1 kept)
+    assert g["retimed_by"] == {"cpu": 6, "cache": 6}  # (every part is over a gate below 1)
+    assert all(b > 0 for b in g["sentinel_best_us"].values())
     assert time.time() - t0 >= 1.2
     with IsolatedRunner(1, dataclasses.replace(cfg, host_gate=None), workers=1, per_worker=1) as runner:
         r = runner.run_batch([good], target_json)[0]

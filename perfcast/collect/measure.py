@@ -38,7 +38,7 @@ class MeasureConfig:
     # again after `host_pause_s`, for at most `host_wait_s` (then it is kept and counted). None: no gate.
     host_gate: float | None = 1.5
     host_pause_s: float = 0.5
-    host_wait_s: float = 20.0
+    host_wait_s: float = 10.0
     build_timeout_s: float = 60.0
     run_timeout_s: float = 60.0
 

@@ -113,7 +113,7 @@ def _serve(rfd: int, wfd: int) -> None:
                     except Exception:  # noqa: BLE001 - no gate for this target rather than no measurement
                         sentinels[target_of[slot]] = None
                 sentinel = sentinels[target_of[slot]]
-            host_s: list[float] = []
+            host_s: list[list[float]] = []  # sentinel readings, [cpu, cache] seconds each
 
             def after_first() -> None:  # the launching thread pinned (as for timing), then the host checked
                 if cfg.pin_launcher:
