@@ -59,10 +59,9 @@ def main() -> None:
     import tvm
 
     from perfcast.collect.affinity import LauncherPin
+    from perfcast.collect.measure import MeasureConfig
     from perfcast.collect.sentinel import Sentinel
     from perfcast.devices import get_device
-
-    from perfcast.collect.measure import MeasureConfig
 
     spec = get_device(a.device)
     os.environ.setdefault("TVM_NUM_THREADS", str(spec.threads))  # before the runtime's pool exists, and as the

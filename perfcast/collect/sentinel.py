@@ -3,15 +3,15 @@
 A cloud VM's cores are shared with other tenants below the hypervisor, in two ways that matter to a timer
 (znver5 development host, 2026-12-01; nothing else ran in the VM, no steal time, so the load check of
 `perfcast.collect.load` sees neither):
-- *CPU spells*: a fixed scalar Python loop ran 1.6 ms on a core most of the time and 3.1 ms for spells of 2-6 s,
-  on one core or the other, 25-65 % of the time over a minute (`python bench/host_contention.py`). A parallel
+- *CPU spells*: a fixed scalar Python loop ran 1.6 ms on a core most of the time and 3.1 ms for spells of 2-6 s
+  (one core slow 26 % of 32 s at 03:35 UTC, under 1 % at 04:00; `python bench/host_contention.py`). A parallel
   kernel waits for its slowest thread, so a program timed in a spell is labelled slow.
 - *Cache spells*: the fastest RMSNorm program (a 2 x 400 KB working set, L2-resident) ran 4.6 us most of the time
   and ~7 us for spells of ~6 s (a quarter of a minute), while the CPU spells' sentinel and a tiny parallel kernel
   (launch cost only) did not move: someone else was using the L2. A kernel sweeping 200 KB per thread followed it
   (correlation 0.83; 1.67x its fastest in the RMSNorm's slow samples, 1.09x in its fast ones).
 
-The collector's three rounds (protocol 2, a second or so apart) often all fall in one spell. So the gate times a
+The collector's three rounds (protocol 2, a second or so apart) can all fall in one spell. So the gate times a
 fixed two-part kernel, the *sentinel*, on the same threads as the program (in the worker, with the launching thread
 pinned as for timing), right before and right after each timing round: L1-resident vector multiply-adds (the CPU
 part, ~80 us) and one sweep of 200 KB per thread averaged over 50 calls (the cache part, ~2 us a call). Neither

@@ -15,8 +15,8 @@ after another while the other workers wait idle on their pipes, so every measure
 goes in `MeasureConfig.rounds` rounds over the batch: a program's rounds are at least `round_gap_s` apart, its label
 is the lowest round median (measurement protocol 2, `perfcast.data.schema.PROTOCOLS`). On a shared cloud host a
 program runs up to 2x slower for seconds at a time while neighbours load the machine (no steal time shows it);
-the lowest of three rounds a second apart was meant to be the program's own speed, but such spells last 2-6 s and
-covered up to 64 % of a minute on one core of the znver5 host (2026-12-01), so since then the host gate
+the lowest of three rounds a second apart was meant to be the program's own speed, but such spells last 2-6 s (a
+quarter of a minute on one core of the znver5 host, 2026-12-01), so since then the host gate
 (`perfcast.collect.sentinel`) also times a fixed kernel around every round and times a round again while the host
 is slow (`python bench/timing_repeatability.py` measures the agreement of two passes, with and without it).
 """
