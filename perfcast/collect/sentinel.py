@@ -78,7 +78,9 @@ class Sentinel:
 
 @dataclass
 class HostGate:
-    """The parent's side: each sentinel part's fastest time, the verdict on each round, and what the gate cost."""
+    """The parent's side: each sentinel part's fastest time, the verdict on each round, and what the gate cost.
+    The fastest times are learned within one runner: a runner that starts inside a spell and stays in it gates the
+    spell against itself (a 20-s `bench/timers.py` run did, 2026-12-01 05:20) until a faster reading comes."""
 
     gate: float | None = 1.5
     best_s: list = field(default_factory=lambda: [math.inf] * len(PARTS))  # per part (PARTS)
