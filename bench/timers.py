@@ -69,6 +69,7 @@ def main() -> None:
     from perfcast.collect.collector import build_workers
     from perfcast.collect.load import own_cpus
     from perfcast.collect.measure import MeasureConfig
+    from perfcast.collect.sentinel import summary
     from perfcast.collect.worker import IsolatedRunner
     from perfcast.data.importer import database_records
     from perfcast.devices import get_device
@@ -113,8 +114,7 @@ def main() -> None:
     if a.json:
         print(json.dumps({**out, "host_gate": gate}, indent=1))
         return
-    print(f"host gate: {gate['retimed']} of {gate['rounds']} timing rounds timed again ({gate['waited_s']} s waited, "
-          f"{gate['kept_contended']} kept slow)")
+    print(summary(gate))
     for name, o in out.items():
         print(f"{name}: {o['timed']} of {o['picked']} programs re-timed by the collector")
         for band, b in o["bands"].items():

@@ -53,6 +53,7 @@ def main() -> None:
     from perfcast import paths
     from perfcast.collect.calibrate import time_stored
     from perfcast.collect.measure import MeasureConfig
+    from perfcast.collect.sentinel import summary
     from perfcast.collect.worker import IsolatedRunner
     from perfcast.data.store import Dataset
     from perfcast.devices import get_device
@@ -109,8 +110,8 @@ def main() -> None:
               f"p99 {g['p99_abs_log_ratio']:.3f}; {100 * g['share_over_10pct']:.1f} % differ by > 10 %; "
               f"MAPE {100 * g['mape']:.1f} %")
     for name, g in gates.items():
-        print(f"host gate ({name} runner): {g['retimed']} of {g['rounds']} rounds timed again, {g['waited_s']} s "
-              f"waited ({g['retimed_by']}), {g['kept_contended']} kept slow; sentinel best {g['sentinel_best_us']} us")
+        if g["gate"] is not None:
+            print(f"{name} runner: {summary(g)}; sentinel fastest {g['sentinel_best_us']} us")
 
 
 if __name__ == "__main__":

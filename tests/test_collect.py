@@ -153,7 +153,7 @@ def test_host_gate_judges_each_round_against_the_fastest_sentinel():
     """Per part (cpu, cache), the ratio is the slower of a round's two readings over the part's fastest reading so
     far (this round's included); a round is contended when either part is over the gate; no gate never is; bad
     readings are a one-line error."""
-    from perfcast.collect.sentinel import HostGate
+    from perfcast.collect.sentinel import HostGate, summary
 
     g = HostGate(1.5)
     assert g.judge([[1.0e-4, 2e-6], [1.1e-4, 2e-6]]) == pytest.approx([1.1, 1.0])
@@ -165,6 +165,9 @@ def test_host_gate_judges_each_round_against_the_fastest_sentinel():
     st = g.stats()
     assert st["sentinel_best_us"] == {"cpu": 80.0, "cache": 1.0} and st["ratio_median"] == 1.1
     assert st["ratio_max"] == 1.25 and st["retimed_by"] == {"cpu": 0, "cache": 0}
+    g.rounds, g.retimed, g.retimed_by["cache"], g.waited_s = 10, 3, 3, 1.5
+    assert summary(g.stats()) == ("host gate 1.5x: 3 of 10 timing rounds timed again (over the gate: cache 3), "
+                                  "1.5 s waited, 0 kept slow")
     assert not HostGate(None).contended(5.0)
     with pytest.raises(ValueError, match=r"sentinel readings \[\[0.0, 1e-06\]\]: need \[cpu, cache\] positive"):
         g.judge([[0.0, 1e-6]])

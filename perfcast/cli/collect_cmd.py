@@ -42,10 +42,10 @@ def collect(
         st = ", ".join(f"{k} {v}" for k, v in sorted(res.by_status.items())) or "nothing new"
         print(f"measured {res.measured} programs of {res.tasks} tasks in {res.seconds:.0f} s ({st}); "
               f"{res.skipped_existing} already recorded; dataset: {res.out}")
-        g = res.host_gate
-        if g.get("retimed"):
-            print(f"the host ran slow (sentinel > {g['gate']}x its best) for {g['retimed']} of {g['rounds']} timing "
-                  f"rounds: timed again after {g['waited_s']} s of waiting; {g['kept_contended']} kept slow")
+        if res.host_gate.get("retimed"):
+            from ..collect.sentinel import summary
+
+            print(f"the host ran slow meanwhile (other tenants of its cores): {summary(res.host_gate)}")
 
 
 CALIBRATE_HELP = ("Measure how fast this machine is today compared with when its records were measured: rebuild "

@@ -135,10 +135,10 @@ def predict(
     if measured:
         c.print(f"[bold]measured  {r['measured_s'] * 1e3:.4g} ms[/] (CV {r['measured_cv']:.1%}); "
                 f"error {r['error']:+.1%}; kernels timed one by one sum to {r['measured_kernels_sum_s'] * 1e3:.4g} ms")
-        g = r.get("measured_host_gate") or {}
-        if g.get("retimed"):
-            c.print(f"[yellow]the host ran slow[/] (other tenants of its cores): {g['retimed']} timing rounds timed "
-                    f"again after {g['waited_s']} s of waiting, {g['kept_contended']} kept slow")
+        if (r.get("measured_host_gate") or {}).get("retimed"):
+            from ..collect.sentinel import summary
+
+            c.print(f"[yellow]the host ran slow[/] (other tenants of its cores): {summary(r['measured_host_gate'])}")
         if r["outliers"]:
             c.print(f"kernels slower than predicted (measured >= 1.5x; tune these first, by time lost per run):")
             for o in r["outliers"][:5]:

@@ -33,9 +33,10 @@ class MeasureConfig:
     # keep the launching thread off the cores TVM pins its pool threads to (`perfcast.collect.affinity`); False
     # only to reproduce protocol 1
     pin_launcher: bool = True
-    # the host gate (`perfcast.collect.sentinel`): a fixed kernel timed on the same threads before and after each
-    # round; a round whose sentinel ran more than `host_gate` x the fastest sentinel the runner has seen is timed
-    # again after `host_pause_s`, for at most `host_wait_s` (then it is kept and counted). None: no gate.
+    # the host gate (`perfcast.collect.sentinel`): a fixed two-part kernel (CPU, cache) timed on the same threads
+    # before and after each round; a round whose sentinel ran more than `host_gate` x a part's fastest time the
+    # runner has seen is timed again every `host_pause_s`, for at most `host_wait_s` (then kept and counted).
+    # None: no gate.
     host_gate: float | None = 1.5
     host_pause_s: float = 0.5
     host_wait_s: float = 10.0

@@ -76,6 +76,34 @@ class Sentinel:
         return [float(cpu), float(cache)]
 
 
+def gated_round(time_evaluator, call_once, cfg, pin, sentinel: Sentinel | None, plan=None) -> dict:
+    """One timing round (`measure.time_function`) as the collector times it: after the first call the launching
+    thread is pinned (`pin`, a `LauncherPin`, when `cfg.pin_launcher`) and the sentinel read; right after the
+    timings it is read again. The result carries both readings as `host_s` (none without a sentinel)."""
+    from .measure import time_function
+
+    host_s: list[list[float]] = []  # sentinel readings, [cpu, cache] seconds each
+
+    def after_first() -> None:
+        if cfg.pin_launcher:
+            pin.apply()
+        if sentinel is not None:
+            host_s.append(sentinel.seconds())
+
+    res = time_function(time_evaluator, call_once, cfg, after_first=after_first, plan=plan)
+    if sentinel is not None:
+        res["host_s"] = host_s + [sentinel.seconds()]
+    return res
+
+
+def summary(stats: dict) -> str:
+    """One line from `HostGate.stats()`: what the gate re-timed and waited."""
+    by = ", ".join(f"{k} {v}" for k, v in stats.get("retimed_by", {}).items() if v)
+    return (f"host gate {stats['gate']}x: {stats['retimed']} of {stats['rounds']} timing rounds timed again"
+            f"{f' (over the gate: {by})' if by else ''}, {stats['waited_s']} s waited, "
+            f"{stats['kept_contended']} kept slow")
+
+
 @dataclass
 class HostGate:
     """The parent's side: each sentinel part's fastest time, the verdict on each round, and what the gate cost.

@@ -35,8 +35,8 @@ from typing import Callable
 
 from ..data.schema import MEASURE_PROTOCOL
 from .affinity import LauncherPin
-from .measure import MeasureConfig, make_args, time_function
-from .sentinel import HostGate
+from .measure import MeasureConfig, make_args
+from .sentinel import HostGate, gated_round
 
 
 # ---- child side ----------------------------------------------------------------------------------------------
@@ -113,21 +113,10 @@ def _serve(rfd: int, wfd: int) -> None:
                     except Exception:  # noqa: BLE001 - no gate for this target rather than no measurement
                         sentinels[target_of[slot]] = None
                 sentinel = sentinels[target_of[slot]]
-            host_s: list[list[float]] = []  # sentinel readings, [cpu, cache] seconds each
-
-            def after_first() -> None:  # the launching thread pinned (as for timing), then the host checked
-                if cfg.pin_launcher:
-                    pin.apply()
-                if sentinel is not None:
-                    host_s.append(sentinel.seconds())
-
             with LauncherPin() as pin:  # off the pool threads' cores while timing (see affinity.py)
-                res = time_function(lambda n, r: lib.time_evaluator("main", dev, number=n, repeat=r)(*args).results,
-                                    lambda: f(*args), cfg, after_first=after_first,
-                                    plan=req.get("plan") if slot in ran else None)  # first run: burn in
-                if sentinel is not None:
-                    host_s.append(sentinel.seconds())
-                    res["host_s"] = host_s
+                res = gated_round(lambda n, r: lib.time_evaluator("main", dev, number=n, repeat=r)(*args).results,
+                                  lambda: f(*args), cfg, pin, sentinel,
+                                  plan=req.get("plan") if slot in ran else None)  # first run: burn in
             ran.add(slot)
             out = {"kind": "result", "status": "ok", "error": "", "build_s": build_s, **res}
         except Exception as e:  # noqa: BLE001

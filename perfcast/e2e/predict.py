@@ -325,8 +325,8 @@ def measure_network(network: str, batch_size: int, spec, input_shape: str | None
         a = rng.uniform(-1, 1, size=shape).astype(dtype) if dtype.startswith("float") else np.zeros(shape, dtype)
         args.append(tvm.runtime.tensor(a, dev))
     from ..collect.affinity import LauncherPin
-    from ..collect.measure import MeasureConfig, time_function
-    from ..collect.sentinel import HostGate, Sentinel
+    from ..collect.measure import MeasureConfig
+    from ..collect.sentinel import HostGate, Sentinel, gated_round
     from ..collect.worker import combine_rounds
     from ..data.schema import MEASURE_PROTOCOL
 
@@ -334,24 +334,15 @@ def measure_network(network: str, batch_size: int, spec, input_shape: str | None
         return vm.time_evaluator("main", dev, number=number, repeat=repeat)(*args).results
 
     cfg, rounds = MeasureConfig(), []
-    gate, sentinel = HostGate(cfg.host_gate), Sentinel(spec.target(), spec.threads, dev)
-
-    def one_round() -> dict:
-        host_s = []
-
-        def after_first() -> None:  # pinned, then the host checked (the collector's host gate)
-            pin.apply()
-            host_s.append(sentinel.seconds())
-
-        res = time_function(evaluate, lambda: vm["main"](*args), cfg, after_first=after_first,
-                            plan=rounds[0]["plan"] if rounds else None)
-        return {**res, "host_s": host_s + [sentinel.seconds()]}
-
+    gate = HostGate(cfg.host_gate)
+    sentinel = Sentinel(spec.target(), spec.threads, dev) if cfg.host_gate is not None else None
     with LauncherPin() as pin:  # timed as the collector times kernels (protocol 2: collect/worker.py)
         for r in range(cfg.rounds):
             if r:
                 time.sleep(cfg.round_gap_s)
-            rounds.append(gate.run(one_round, cfg.host_pause_s, cfg.host_wait_s))
+            rounds.append(gate.run(lambda: gated_round(evaluate, lambda: vm["main"](*args), cfg, pin, sentinel,
+                                                       plan=rounds[0]["plan"] if rounds else None),
+                                   cfg.host_pause_s, cfg.host_wait_s))
         best = combine_rounds(rounds, MEASURE_PROTOCOL)
         out = {"measured_s": float(best["latency_s"]), "measured_repeats_s": [float(x) for x in best["latencies_s"]],
                "measured_rounds_s": [float(x) for x in best["round_latencies_s"]],
