@@ -111,7 +111,7 @@ def main() -> None:
               f"MAPE {100 * g['mape']:.1f} %")
     for name, g in gates.items():
         if g["gate"] is not None:
-            print(f"{name} runner: {summary(g)}; sentinel fastest {g['sentinel_best_us']} us")
+            print(f"{name} runner: {summary(g)}; sentinel baseline {g['sentinel_baseline_us']} us")
 
 
 if __name__ == "__main__":

@@ -48,6 +48,12 @@ def cache_dir() -> Path:
     return p
 
 
+def host_gate_file() -> Path:
+    """Per-user file of the host gate's sentinel readings (`collect.sentinel.HostGate`): each part's recent readings
+    per host, target and thread count, kept across runs."""
+    return cache_dir() / "host_gate.json"
+
+
 def program_asm_dir(tag: str) -> Path:
     """Per-user cache of single programs' assembly features (`features.asm_cache.programs_asm`), by feature tag."""
     p = cache_dir() / tag

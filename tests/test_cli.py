@@ -110,7 +110,7 @@ def test_collect_a_python_factory_network(tmp_path):
     assert summary["measured"] == 2 * summary["tasks"]  # the default kernel + one random program each
     g = summary["host_gate"]  # every program's three rounds passed the host gate, some perhaps after re-timing
     assert g["gate"] == 1.5 and g["rounds"] - g["retimed"] == 3 * summary["measured"]
-    assert g["sentinel_best_us"]["cpu"] > 0 and g["sentinel_best_us"]["cache"] > 0
+    assert g["sentinel_baseline_us"]["cpu"] > 0 and g["sentinel_baseline_us"]["cache"] > 0
     assert [json.loads(p.read_text())["host_gate"] for p in (out / "collection").glob("*.json")] == [g]
     from perfcast.data.store import Dataset
 

@@ -34,12 +34,14 @@ class MeasureConfig:
     # only to reproduce protocol 1
     pin_launcher: bool = True
     # the host gate (`perfcast.collect.sentinel`): a fixed two-part kernel (CPU, cache) timed on the same threads
-    # before and after each round; a round whose sentinel ran more than `host_gate` x a part's fastest time the
-    # runner has seen is timed again every `host_pause_s`, for at most `host_wait_s` (then kept and counted).
-    # None: no gate.
+    # before and after each round; a round whose sentinel ran more than `host_gate` x a part's baseline (the 10th
+    # percentile of its recent readings) is timed again every `host_pause_s`, for at most `host_wait_s` (then kept
+    # and counted). None: no gate. host_gate_store: keep the recent readings per host across runs
+    # (`paths.host_gate_file()`) instead of learning them within the run only.
     host_gate: float | None = 1.5
     host_pause_s: float = 0.5
     host_wait_s: float = 10.0
+    host_gate_store: bool = True
     build_timeout_s: float = 60.0
     run_timeout_s: float = 60.0
 

@@ -36,7 +36,7 @@ from typing import Callable
 from ..data.schema import MEASURE_PROTOCOL
 from .affinity import LauncherPin
 from .measure import MeasureConfig, make_args
-from .sentinel import HostGate, gated_round
+from .sentinel import baseline_key, gate_for, gated_round
 
 
 # ---- child side ----------------------------------------------------------------------------------------------
@@ -315,7 +315,7 @@ class IsolatedRunner:
         self.workers = workers
         self.per_worker = per_worker
         self._pool = [_Worker(threads, self.config) for _ in range(workers)]
-        self.host = HostGate(self.config.host_gate)  # the fastest sentinel seen and what the gate cost
+        self.host = gate_for(self.config)  # the sentinel's baselines and what the gate cost
         self.on_host_slow: Callable[[str], None] | None = None  # told once when the gate first waits
 
     @property
@@ -338,6 +338,7 @@ class IsolatedRunner:
     def close(self) -> None:
         for w in self._pool:
             w.close()
+        self.host.save()
 
     def __enter__(self):
         return self
@@ -400,6 +401,7 @@ class IsolatedRunner:
         place: dict[int, tuple[int, int]] = {}  # program -> (worker, slot) of its build
         self._build(list(range(len(mod_jsons))), mod_jsons, target_json, final, place)
         rounds: dict[int, list[dict]] = {i: [] for i in range(len(mod_jsons)) if i not in final}
+        key = baseline_key(target_json, self.threads)  # whose sentinel baseline the gate judges against
         last: dict[int, float] = {}  # program -> when its previous round ended
         gap = self.config.round_gap_s
 
@@ -432,7 +434,7 @@ class IsolatedRunner:
                         plan = rounds[i][0].get("plan") if rounds[i] else None
                         timed[i] = r = self.host.run(lambda: self._pool[w].measure(slot, settle, plan),
                                                      self.config.host_pause_s, self.config.host_wait_s,
-                                                     self.on_host_slow)
+                                                     self.on_host_slow, key)
                         last[i] = time.perf_counter()
                         if r["status"] != "ok":
                             final[i] = r  # a crash or a hang is final (a repeated round must not lose it)
@@ -457,11 +459,12 @@ class IsolatedRunner:
 
 def combine_rounds(rounds: list[dict], protocol: int) -> dict:
     """One result from a program's timing rounds: the round with the lowest median gives the label, repeats and
-    spread; `round_latencies_s` keeps every round's median, `host_ratios` the host gate's ratio of each (empty
-    without the gate), `measure_s` their sum."""
+    spread; `round_latencies_s` keeps every round's median, `host_ratios` the host gate's ratio of each and
+    `host_parts` its ratio per sentinel part (empty without the gate), `measure_s` their sum."""
     best = min(rounds, key=lambda r: r["latency_s"])
     return {**best, "round_latencies_s": [r["latency_s"] for r in rounds],
             "host_ratios": [r["host_ratio"] for r in rounds if "host_ratio" in r],
+            "host_parts": [r["host_parts"] for r in rounds if "host_parts" in r],
             "measure_s": sum(r.get("measure_s", 0.0) for r in rounds),
             "remeasured": any(r.get("remeasured", False) for r in rounds), "protocol": protocol}
 

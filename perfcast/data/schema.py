@@ -24,7 +24,7 @@ PROTOCOLS = {
        "to 2x slow)",
     2: "the launching thread kept off the pool threads' cores; the lowest of `rounds` round medians, rounds of one "
        "program seconds apart (other programs are timed in between); since 2026-12-01 a round is timed again while "
-       "the host gate's sentinel runs over 1.5x its fastest (other tenants slowing the host: "
+       "the host gate's sentinel (its CPU part) runs over 1.5x its usual time (other tenants slowing the host: "
        "`perfcast.collect.sentinel`)",
 }
 MEASURE_PROTOCOL = 2  # what `perfcast collect` does now

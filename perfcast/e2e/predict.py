@@ -326,7 +326,7 @@ def measure_network(network: str, batch_size: int, spec, input_shape: str | None
         args.append(tvm.runtime.tensor(a, dev))
     from ..collect.affinity import LauncherPin
     from ..collect.measure import MeasureConfig
-    from ..collect.sentinel import HostGate, Sentinel, gated_round
+    from ..collect.sentinel import Sentinel, baseline_key, gate_for, gated_round
     from ..collect.worker import combine_rounds
     from ..data.schema import MEASURE_PROTOCOL
 
@@ -334,7 +334,7 @@ def measure_network(network: str, batch_size: int, spec, input_shape: str | None
         return vm.time_evaluator("main", dev, number=number, repeat=repeat)(*args).results
 
     cfg, rounds = MeasureConfig(), []
-    gate = HostGate(cfg.host_gate)
+    gate, key = gate_for(cfg), baseline_key(spec.target_json, spec.threads)
     sentinel = Sentinel(spec.target(), spec.threads, dev) if cfg.host_gate is not None else None
     with LauncherPin() as pin:  # timed as the collector times kernels (protocol 2: collect/worker.py)
         for r in range(cfg.rounds):
@@ -342,7 +342,8 @@ def measure_network(network: str, batch_size: int, spec, input_shape: str | None
                 time.sleep(cfg.round_gap_s)
             rounds.append(gate.run(lambda: gated_round(evaluate, lambda: vm["main"](*args), cfg, pin, sentinel,
                                                        plan=rounds[0]["plan"] if rounds else None),
-                                   cfg.host_pause_s, cfg.host_wait_s))
+                                   cfg.host_pause_s, cfg.host_wait_s, key=key))
+        gate.save()
         best = combine_rounds(rounds, MEASURE_PROTOCOL)
         out = {"measured_s": float(best["latency_s"]), "measured_repeats_s": [float(x) for x in best["latencies_s"]],
                "measured_rounds_s": [float(x) for x in best["round_latencies_s"]],
