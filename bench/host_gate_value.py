@@ -9,8 +9,11 @@ gating parts (GATED_PARTS); how many programs a part flags in every round (then 
 host); and the label each program would get (the lowest round) from all rounds vs from the rounds the gate passes
 only — what the gate changes about a label, short of the re-timing itself. Keep the machine quiet; no model.
 
-    python bench/host_gate_value.py [--data DIR] [--n 60] [--rounds 5] [--gate 1.5] [--seed 4]
+    python bench/host_gate_value.py [--data DIR | --db DB] [--n 60] [--rounds 5] [--gate 1.5] [--seed 4]
                                     [--max-latency-us US] [--json]
+
+`--db DB` times a meta-schedule database's programs (e.g. the RMSNorm database `bench/outside_zoo.py` tunes: the
+L2-resident microsecond kernels the cache part was made for).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import numpy as np
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", default=None, help="dataset directory (default: bundled)")
+    ap.add_argument("--db", default=None, help="time a meta-schedule database's programs instead of the dataset's")
     ap.add_argument("--n", type=int, default=60, help="programs to time")
     ap.add_argument("--rounds", type=int, default=5, help="timing rounds per program")
     ap.add_argument("--gate", type=float, default=1.5, help="the gate whose verdicts are scored")
@@ -54,17 +58,28 @@ def main() -> None:
 
     spec = get_device(a.device)
     dkey = device_key(spec)
-    ds = Dataset(a.data or paths.bundled_dataset_dir())
-    cols = ["record_id", "device_spec_json", "tir_script", "status", "protocol", "latency_s"]
-    t = ds.read("records", cols).to_pandas()
-    t = t[(t["status"] == "ok") & (t["protocol"] == 2) & (t["device_spec_json"].map(device_key_of_json) == dkey)]
-    if a.max_latency_us is not None:
-        t = t[t["latency_s"] < a.max_latency_us * 1e-6]
-    if t.empty:
-        raise SystemExit(f"no ok protocol-2 record of {dkey!r} in {str(ds.root)!r}: collect some here first")
-    t = t.drop_duplicates("record_id").sample(min(a.n, len(t)), random_state=a.seed)
     load_x86_intrinsics()
-    mods = [tvm.ir.save_json(tvm.script.from_source(s)) for s in t["tir_script"]]
+    if a.db:
+        from perfcast.data.importer import database_records
+
+        recs = [r for r in database_records(a.db) if r.measured]
+        if a.max_latency_us is not None:
+            recs = [r for r in recs if r.measured_s < a.max_latency_us * 1e-6]
+        if not recs:
+            raise SystemExit(f"--db {a.db}: no measured tuning record{' that fast' if a.max_latency_us else ''}")
+        pick = np.random.default_rng(a.seed).permutation(len(recs))[:a.n]
+        mods = [tvm.ir.save_json(recs[i].program()) for i in pick]
+    else:
+        ds = Dataset(a.data or paths.bundled_dataset_dir())
+        cols = ["record_id", "device_spec_json", "tir_script", "status", "protocol", "latency_s"]
+        t = ds.read("records", cols).to_pandas()
+        t = t[(t["status"] == "ok") & (t["protocol"] == 2) & (t["device_spec_json"].map(device_key_of_json) == dkey)]
+        if a.max_latency_us is not None:
+            t = t[t["latency_s"] < a.max_latency_us * 1e-6]
+        if t.empty:
+            raise SystemExit(f"no ok protocol-2 record of {dkey!r} in {str(ds.root)!r}: collect some here first")
+        t = t.drop_duplicates("record_id").sample(min(a.n, len(t)), random_state=a.seed)
+        mods = [tvm.ir.save_json(tvm.script.from_source(s)) for s in t["tir_script"]]
     cfg = dataclasses.replace(MeasureConfig(), rounds=a.rounds, host_gate=math.inf)  # read, never wait
     results = []
     with IsolatedRunner(spec.threads, cfg, workers=2, per_worker=6) as run:
@@ -105,7 +120,8 @@ def main() -> None:
     if a.json:
         print(json.dumps(out))
         return
-    print(f"{out['programs']} programs of {dkey}, {out['rounds']} rounds; sentinel baseline {base} us")
+    print(f"{out['programs']} programs {'of ' + a.db if a.db else 'of ' + dkey}, {out['rounds']} rounds; "
+          f"sentinel baseline {base} us")
     print(f"rounds over the gate {a.gate}x: {out['flagged_rounds']} ({out['flagged_by']})")
     print("rank correlation of a round's excess with its sentinel ratio: "
           + ", ".join(f"{p} {v:.3f}" for p, v in out["spearman_excess"].items()))

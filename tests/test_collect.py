@@ -211,6 +211,10 @@ def test_host_gate_keeps_recent_readings_per_host_across_runs(tmp_path, monkeypa
     assert b.stats()["readings_from_store"] == {"cpu": 20, "cache": 20}
     assert b.contended(max(b.judge([[1.0e-4, 3.4e-6]], "k")))
     HostGate(1.5).save()  # no store: nothing written, no error
+    unwritable = HostGate(1.5, store=tmp_path / "missing" / "host_gate.json")
+    unwritable.judge([[1e-4, 1e-6]], "k")
+    unwritable.save()  # a cache that cannot be written does not fail the run that measured
+    assert not (tmp_path / "missing").exists()
 
     now = sentinel.time.time()
     monkeypatch.setattr(sentinel.time, "time", lambda: now + MAX_AGE_S + 1)
