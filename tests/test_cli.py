@@ -114,6 +114,11 @@ def test_collect_a_python_factory_network(tmp_path):
     assert [json.loads(p.read_text())["host_gate"] for p in (out / "collection").glob("*.json")] == [g]
     from perfcast.data.store import Dataset
 
+    recs = Dataset(out).read("records", ["round_latencies_s", "round_sentinel_cpu_s", "round_sentinel_cache_s"])
+    for r in recs.to_pylist():  # each kept round's sentinel readings: the CPU part ~80 us, the cache part ~2 us
+        assert len(r["round_sentinel_cpu_s"]) == len(r["round_sentinel_cache_s"]) == len(r["round_latencies_s"]) == 3
+        assert all(1e-5 < x < 1e-2 for x in r["round_sentinel_cpu_s"])
+        assert all(1e-7 < x < 1e-3 for x in r["round_sentinel_cache_s"])
     nets = Dataset(out).read("networks").to_pylist()
     assert {r["network"] for r in nets} == {"mynet:build"} and {r["batch_size"] for r in nets} == {2}
     assert all(r["source"].endswith("mynet.py:build") for r in nets)

@@ -24,6 +24,8 @@ def _rec(i: int, status: str = "ok", protocol: int = 2, program: int | None = No
         latency_cv=0.1 if ok else math.nan, number=3, remeasured=False, build_s=0.1, measure_s=0.2,
         tvm_version="0.27", perfcast_version="0.1.0", timestamp="2026-11-22T00:00:00+00:00",
         protocol=protocol, round_latencies_s=(lat[1], lat[2], lat[0]) if ok and protocol == 2 else (),
+        round_sentinel_cpu_s=(8.1e-5, 8.3e-5, 8.0e-5) if ok and protocol == 2 else (),
+        round_sentinel_cache_s=(1.7e-6, 2.9e-6, 1.8e-6) if ok and protocol == 2 else (),
     )
 
 
@@ -128,35 +130,42 @@ def test_merge_writes_small_partitions(tmp_path, monkeypatch):
     assert sorted(pq.ParquetFile(p).metadata.num_rows for p in dst._parts("records")) == [1, 2, 2]
 
 
-def _write_v1_partition(ds: Dataset, recs: list) -> None:
-    """A records partition exactly as perfcast wrote it before schema version 2 (no protocol, no rounds)."""
+NOT_IN_V2 = ("round_sentinel_cpu_s", "round_sentinel_cache_s")  # added by schema version 3
+NOT_IN_V1 = ("protocol", "round_latencies_s") + NOT_IN_V2  # added by schema versions 2 and 3
+
+
+def _write_old_partition(ds: Dataset, recs: list, version: int) -> None:
+    """A records partition exactly as perfcast wrote it at schema `version` (1: no protocol, no rounds, no
+    sentinel; 2: no sentinel)."""
     import dataclasses
 
     import pyarrow as pa
 
     from perfcast.data.schema import arrow_schema
 
-    v2 = arrow_schema(MeasureRecord)
-    fields = [f for f in v2 if f.name not in ("protocol", "round_latencies_s")]
-    rows = [{k: v for k, v in dataclasses.asdict(r).items() if k not in ("protocol", "round_latencies_s")}
-            | {"schema_version": 1} for r in recs]
+    drop = NOT_IN_V1 if version == 1 else NOT_IN_V2
+    fields = [f for f in arrow_schema(MeasureRecord) if f.name not in drop]
+    rows = [{k: v for k, v in dataclasses.asdict(r).items() if k not in drop} | {"schema_version": version}
+            for r in recs]
     rows = [{k: list(v) if isinstance(v, tuple) else v for k, v in r.items()} for r in rows]
-    table = pa.Table.from_pylist(rows, schema=pa.schema(fields, metadata={b"perfcast_schema_version": b"1"}))
+    meta = {b"perfcast_schema_version": str(version).encode()}
+    table = pa.Table.from_pylist(rows, schema=pa.schema(fields, metadata=meta))
     (ds.root / "records").mkdir(exist_ok=True)
-    pq.write_table(table, ds.root / "records" / "part-20261122T000000-v1.parquet")
+    pq.write_table(table, ds.root / "records" / f"part-20261122T000000-v{version}.parquet")
 
 
 def test_a_version_1_dataset_reads_as_protocol_1_and_takes_new_partitions(tmp_path):
     ds = Dataset(tmp_path / "d", create=True)
     marker = tmp_path / "d" / "perfcast_dataset.json"
     marker.write_text(json.dumps({**json.loads(marker.read_text()), "schema_version": 1}))
-    _write_v1_partition(ds, [_rec(0, protocol=1), _rec(1, protocol=1)])
+    _write_old_partition(ds, [_rec(0, protocol=1), _rec(1, protocol=1)], 1)
     ds = Dataset(tmp_path / "d")  # a version-1 marker is readable
     t = ds.read("records")
     assert t.column("protocol").to_pylist() == [1, 1]
     assert t.column("round_latencies_s").to_pylist() == [[], []]
+    assert t.column("round_sentinel_cpu_s").to_pylist() == t.column("round_sentinel_cache_s").to_pylist() == [[], []]
     assert ds.read("records", ["protocol", "record_id"]).column_names == ["protocol", "record_id"]
-    assert ds.add_records([_rec(2)]) == 1  # a version-2 partition beside the version-1 one
+    assert ds.add_records([_rec(2)]) == 1  # a partition of this version beside the version-1 one
     assert json.loads(marker.read_text())["schema_version"] == SCHEMA_VERSION
     assert sorted(Dataset(tmp_path / "d").read("records", ["protocol"]).column("protocol").to_pylist()) == [1, 1, 2]
 
@@ -165,13 +174,27 @@ def test_a_version_1_journal_line_is_recovered_not_dropped(tmp_path):
     import dataclasses
 
     ds = Dataset(tmp_path / "d", create=True)
-    old = {k: v for k, v in dataclasses.asdict(_rec(0, protocol=1)).items()
-           if k not in ("protocol", "round_latencies_s")} | {"schema_version": 1}
+    old = {k: v for k, v in dataclasses.asdict(_rec(0, protocol=1)).items() if k not in NOT_IN_V1}
+    old["schema_version"] = 1
+    v2 = {k: v for k, v in dataclasses.asdict(_rec(1)).items() if k not in NOT_IN_V2} | {"schema_version": 2}
     jd = tmp_path / "d" / "journal"
     jd.mkdir()
-    (jd / "1-old.jsonl").write_text(json.dumps(old) + "\n")
-    assert ds.recover() == 1
-    assert ds.read("records", ["protocol"]).column("protocol").to_pylist() == [1]
+    (jd / "1-old.jsonl").write_text(json.dumps(old) + "\n" + json.dumps(v2) + "\n")
+    assert ds.recover() == 2
+    t = ds.read("records", ["record_id", "protocol", "round_latencies_s", "round_sentinel_cpu_s"]).to_pylist()
+    got = [(r["protocol"], len(r["round_latencies_s"]), r["round_sentinel_cpu_s"]) for r in t]
+    assert got == [(1, 0, []), (2, 3, [])]
+
+
+def test_a_version_2_partition_reads_without_sentinel_readings(tmp_path):
+    ds = Dataset(tmp_path / "d", create=True)
+    _write_old_partition(ds, [_rec(0), _rec(1)], 2)
+    ds.add_records([_rec(2)])
+    t = Dataset(tmp_path / "d").read("records").to_pylist()
+    assert [r["round_sentinel_cpu_s"] for r in t] == [[], [], [8.1e-5, 8.3e-5, 8.0e-5]]
+    assert [len(r["round_latencies_s"]) for r in t] == [3, 3, 3] and {r["schema_version"] for r in t} == {3}
+    only = Dataset(tmp_path / "d").read("records", ["round_sentinel_cache_s"])
+    assert only.column_names == ["round_sentinel_cache_s"] and only.num_rows == 3
 
 
 def test_a_re_measurement_under_a_newer_protocol_supersedes_the_old_record(tmp_path):

@@ -297,4 +297,6 @@ def _record(rid, key, task, prog, spec, spec_json, target_json, networks, r, tvm
         build_s=float(r.get("build_s", nan)), measure_s=float(r.get("measure_s", nan)),
         tvm_version=tvm_version, perfcast_version=__version__, timestamp=_now(),
         protocol=int(r.get("protocol", 1)), round_latencies_s=tuple(r.get("round_latencies_s", ())) if ok else (),
+        round_sentinel_cpu_s=tuple(float(x[0]) for x in r.get("round_sentinel_s", ())) if ok else (),
+        round_sentinel_cache_s=tuple(float(x[1]) for x in r.get("round_sentinel_s", ())) if ok else (),
     )

@@ -29,7 +29,8 @@ and 06:51). What it would protect are L2-resident microsecond kernels such as th
 but the slow cache state also lasts minutes (07:44-07:46: the RMSNorm at 7.8 us and the cache part at 2.7 us for
 whole runs, against 4.3 and 1.6 us earlier), longer than re-timing can wait or than a 256-reading window stays
 put, and then such kernels are labelled up to ~1.8x slow (`bench/timers.py` on the RMSNorm database: run_secs /
-collector 0.56 below 10 us). Storing each round's readings with the record is the next step.
+collector 0.56 below 10 us). So every record keeps its rounds' readings (`MeasureRecord.round_sentinel_cpu_s`,
+`round_sentinel_cache_s`, schema version 3), to tell such labels apart afterwards.
 """
 
 from __future__ import annotations

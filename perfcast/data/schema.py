@@ -2,7 +2,8 @@
 
 Bump SCHEMA_VERSION whenever a field changes meaning or type; readers refuse versions they cannot read with a clear
 error. Version 2 added `MeasureRecord.protocol` and `round_latencies_s`; a version-1 partition is read as records of
-protocol 1 (see `PROTOCOLS`) with no rounds (`upgrade_records`).
+protocol 1 (see `PROTOCOLS`) with no rounds (`upgrade_records`). Version 3 added `round_sentinel_cpu_s` and
+`round_sentinel_cache_s` (the host gate's sentinel around each round); older records read with none.
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 2
-READABLE_VERSIONS = (1, 2)  # partitions and datasets of these versions are read (older ones upgraded in memory)
+SCHEMA_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)  # partitions and datasets of these versions are read (older ones upgraded in memory)
 # How a record's latency was measured; a dataset may hold one program measured under several protocols, and
 # readers use the highest (`perfcast.data.frame.records_frame`).
 PROTOCOLS = {
@@ -64,6 +65,11 @@ class MeasureRecord:
     timestamp: str  # ISO 8601, UTC
     protocol: int  # how the latency was measured: a key of PROTOCOLS
     round_latencies_s: tuple[float, ...]  # protocol 2: the median of each timing round (latency_s is the lowest)
+    # the host gate's sentinel (`perfcast.collect.sentinel`) around each kept round: the slower of its readings
+    # before and after, per part, in seconds (empty without the gate, and in records older than schema version 3).
+    # A slow cache state lasts minutes, longer than the gate can wait: these say which labels were timed in one.
+    round_sentinel_cpu_s: tuple[float, ...] = ()
+    round_sentinel_cache_s: tuple[float, ...] = ()
     schema_version: int = SCHEMA_VERSION
 
 
@@ -108,18 +114,24 @@ def arrow_schema(cls) -> pa.Schema:
     return pa.schema(fields, metadata={b"perfcast_schema_version": str(SCHEMA_VERSION).encode()})
 
 
+_ADDED = {  # field -> (the schema version that added it, its value in older records)
+    "protocol": (2, 1), "round_latencies_s": (2, []), "round_sentinel_cpu_s": (3, []),
+    "round_sentinel_cache_s": (3, []),
+}
+
+
 def upgrade_records(table: pa.Table, version: int) -> pa.Table:
-    """A records table of an older schema version in the current one's columns (v1 -> v2: protocol 1, no rounds)."""
-    if version == 1:
-        n = table.num_rows
-        if "protocol" not in table.column_names:
-            table = table.append_column(pa.field("protocol", pa.int64(), nullable=False), pa.array([1] * n, pa.int64()))
-        if "round_latencies_s" not in table.column_names:
-            table = table.append_column(pa.field("round_latencies_s", pa.list_(pa.float64()), nullable=False),
-                                        pa.array([[]] * n, pa.list_(pa.float64())))
-        if "schema_version" in table.column_names:
-            i = table.column_names.index("schema_version")
-            table = table.set_column(i, table.schema.field(i), pa.array([SCHEMA_VERSION] * n, pa.int64()))
+    """A records table of an older schema version with the current one's columns (v1: protocol 1, no rounds; v1
+    and v2: no sentinel readings); the reader selects the columns it asked for afterwards."""
+    if version >= SCHEMA_VERSION:
+        return table
+    n, schema = table.num_rows, arrow_schema(MeasureRecord)
+    for name, (added, value) in _ADDED.items():
+        if version < added and name not in table.column_names:
+            table = table.append_column(schema.field(name), pa.array([value] * n, schema.field(name).type))
+    if "schema_version" in table.column_names:
+        i = table.column_names.index("schema_version")
+        table = table.set_column(i, table.schema.field(i), pa.array([SCHEMA_VERSION] * n, pa.int64()))
     return table
 
 
@@ -133,8 +145,9 @@ def to_table(rows: list, cls) -> pa.Table:
 
 
 def from_row(cls, row: dict):
-    if cls is MeasureRecord and row.get("schema_version") == 1:  # a version-1 journal line or row
-        row = {**row, "protocol": row.get("protocol", 1), "round_latencies_s": row.get("round_latencies_s", []),
+    if cls is MeasureRecord and row.get("schema_version", SCHEMA_VERSION) < SCHEMA_VERSION:  # an older journal line
+        v = row["schema_version"]
+        row = {**{k: value for k, (added, value) in _ADDED.items() if v < added}, **row,
                "schema_version": SCHEMA_VERSION}
     kwargs = {}
     for f in dataclasses.fields(cls):
