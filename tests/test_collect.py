@@ -264,7 +264,9 @@ def test_host_gate_times_contended_rounds_again_then_keeps_them(matmul64, target
     good = tvm.ir.save_json(matmul64)
     with IsolatedRunner(1, cfg, workers=1, per_worker=1) as runner:
         r = runner.run_batch([good], target_json)[0]
-    assert r["status"] == "ok" and len(r["host_ratios"]) == 2 and all(1.0 <= x < 3.0 for x in r["host_ratios"])
+    assert r["status"] == "ok" and len(r["host_parts"]) == len(r["round_sentinel_s"]) == 2
+    assert all(1.0 <= cpu < 3.0 for cpu, _ in r["host_parts"])  # each round's ratio to the baseline, per part
+    assert all(1e-5 < cpu < 1e-2 and 1e-7 < cache < 1e-3 for cpu, cache in r["round_sentinel_s"])  # seconds
     assert runner.host.rounds >= 2 and all(0 < b < 0.01 for v in runner.host.base_s.values() for b in v)
     t0 = time.time()
     with IsolatedRunner(1, dataclasses.replace(cfg, host_gate=0.5), workers=1, per_worker=1) as runner:
@@ -277,7 +279,7 @@ def test_host_gate_times_contended_rounds_again_then_keeps_them(matmul64, target
     assert time.time() - t0 >= 1.2
     with IsolatedRunner(1, dataclasses.replace(cfg, host_gate=None), workers=1, per_worker=1) as runner:
         r = runner.run_batch([good], target_json)[0]
-    assert r["status"] == "ok" and r["host_ratios"] == [] and runner.host.rounds == 0
+    assert r["status"] == "ok" and r["host_parts"] == r["round_sentinel_s"] == [] and runner.host.rounds == 0
 
 
 def test_build_error_is_a_record_not_a_crash(target_json):

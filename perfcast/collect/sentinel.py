@@ -35,6 +35,7 @@ collector 0.56 below 10 us). So every record keeps its rounds' readings (`Measur
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import time
@@ -122,6 +123,7 @@ def summary(stats: dict) -> str:
             f"{stats['kept_contended']} kept slow")
 
 
+@functools.lru_cache(maxsize=None)  # read /proc/cpuinfo once, not on every batch
 def baseline_key(target_json: str, threads: int) -> str:
     """What a stored baseline belongs to: this host (its name and CPU model), the thread count and the target (the
     sentinel's code differs per target: an SSE2 build runs slower than an AVX-512 one)."""

@@ -459,12 +459,11 @@ class IsolatedRunner:
 
 def combine_rounds(rounds: list[dict], protocol: int) -> dict:
     """One result from a program's timing rounds: the round with the lowest median gives the label, repeats and
-    spread; `round_latencies_s` keeps every round's median, `host_ratios` the host gate's ratio of each and
-    `host_parts` its ratio per sentinel part and `round_sentinel_s` its sentinel readings ([cpu, cache] seconds,
-    the slower of before and after; both empty without the gate), `measure_s` their sum."""
+    spread; `round_latencies_s` keeps every round's median, `host_parts` the host gate's ratio of each per sentinel
+    part and `round_sentinel_s` its sentinel readings ([cpu, cache] seconds, the slower of before and after; both
+    empty without the gate), `measure_s` their sum."""
     best = min(rounds, key=lambda r: r["latency_s"])
     return {**best, "round_latencies_s": [r["latency_s"] for r in rounds],
-            "host_ratios": [r["host_ratio"] for r in rounds if "host_ratio" in r],
             "host_parts": [r["host_parts"] for r in rounds if "host_parts" in r],
             "round_sentinel_s": [[max(x[k] for x in r["host_s"]) for k in range(len(r["host_s"][0]))]
                                  for r in rounds if r.get("host_s")],
