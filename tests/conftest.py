@@ -40,6 +40,30 @@ def matmul64():
 
 
 @pytest.fixture(scope="session")
+def recompute_rowsum():
+    """Y = X - rowsum(X) over a 4x8 X, with the row sum S computed inside Y's j loop, which it does not use (a
+    compute-at meta-schedule makes): j (8) repeats S's init and update stores; k (8) runs inside it."""
+    from tvm.script import tirx as T
+
+    @T.prim_func(s_tir=True)
+    def inv(X: T.Buffer((4, 8), "float32"), Y: T.Buffer((4, 8), "float32")):
+        S = T.sblock_alloc_buffer((4,))
+        for i in range(4):
+            for j in range(8):
+                for k in range(8):
+                    with T.sblock("S"):
+                        vi, vk = T.axis.remap("SR", [i, k])
+                        with T.init():
+                            S[vi] = T.float32(0.0)
+                        S[vi] = S[vi] + X[vi, vk]
+                with T.sblock("Y"):
+                    vi, vj = T.axis.remap("SS", [i, j])
+                    Y[vi, vj] = X[vi, vj] - S[vi]
+
+    return inv
+
+
+@pytest.fixture(scope="session")
 def int8_matmul():
     """A hand-written int8 x int8 -> int32 matmul (a quantized dense layer): dtypes int8 (inputs), int32 (output,
     casts)."""

@@ -233,6 +233,11 @@ def test_predict_records_of_a_database(tuned_db, model_of_this_cpu):
         if d.measured:
             assert r["measured_s"] == statistics.median(d.run_secs)
     assert 0 < sum(d.measured for d in db) < 9
+    from perfcast.eval.coverage import RECOMPUTE_SHARE, recomputed_share
+
+    shares = [recomputed_share(d.program()) for d in db]  # marked where the share reaches RECOMPUTE_SHARE
+    assert [r.get("recomputes", 0.0) for r in rows] == [round(x, 4) if x >= RECOMPUTE_SHARE else 0.0 for x in shares]
+    assert all(("predicted_low_s" in r) != ("recomputes" in r) for r in rows)  # no interval where it would not hold
     ref = predict_programs([d.program() for d in db], device=DEVICE)
     np.testing.assert_allclose([r["predicted_s"] for r in rows], ref, rtol=1e-6)
     # the bundled model's prediction intervals: each program's prediction times its region's bounds

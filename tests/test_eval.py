@@ -418,6 +418,21 @@ def test_dtype_warning_names_the_unseen_types_and_only_them(naive_matmul, int8_m
         "collect`) and retrain")
 
 
+def test_recomputed_share_and_its_warning(naive_matmul, recompute_rowsum):
+    """The row sum's update store counts (1 add + 2 loads) x 256 runs, of which j repeats all but 1 in 8; Y's store
+    (1 sub + 2 loads) x 32 runs once each: share 1 - (768 / 8 + 96) / (768 + 96). A matmul repeats nothing."""
+    from perfcast.eval.coverage import RECOMPUTE_SHARE, counted_work, recompute_warning, recomputed_share
+
+    assert counted_work(recompute_rowsum) == (768 + 96, 768 / 8 + 96)
+    assert recomputed_share(recompute_rowsum) == pytest.approx(1 - (768 / 8 + 96) / (768 + 96))
+    assert recomputed_share(recompute_rowsum.script()) == recomputed_share(recompute_rowsum)
+    assert recomputed_share(naive_matmul(8, 8, 8)) == 0.0
+    assert recompute_warning([0.0, RECOMPUTE_SHARE - 0.01]) is None
+    w = recompute_warning([0.9, 0.0, RECOMPUTE_SHARE], "kernels")
+    assert w.startswith("2 of 3 kernels repeat loop-invariant work (a reduction computed inside a loop it does not "
+                        "use)") and "\n" not in w and w.endswith("(marked `recomputes`); measure them")
+
+
 def test_training_dtypes_count_training_records_by_their_tasks(mlp_dataset):
     """Over the mlp dataset (float32 dense / add / relu tasks): every record counts for float32, and only the
     records asked about."""
@@ -431,9 +446,9 @@ def test_training_dtypes_count_training_records_by_their_tasks(mlp_dataset):
     assert training_dtypes(ds, df, np.arange(0)) == {}
 
 
-def test_bundled_model_warns_on_int8_programs_only(naive_matmul, int8_matmul):
+def test_bundled_model_warns_on_int8_programs_only(naive_matmul, int8_matmul, recompute_rowsum):
     """The bundled model knows its training dtypes; `predict_programs` warns on the int8 matmul (and still
-    predicts it), not on a float32 one."""
+    predicts it), not on a float32 one; and on a program that repeats loop-invariant work."""
     import warnings
 
     from perfcast.eval.workflow import predict_programs
@@ -448,3 +463,6 @@ def test_bundled_model_warns_on_int8_programs_only(naive_matmul, int8_matmul):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         predict_programs([naive_matmul(16, 24, 32)], model=m)
+    with pytest.warns(UserWarning, match=r"^1 of 2 programs repeat loop-invariant work"):
+        p = predict_programs([naive_matmul(16, 24, 32), recompute_rowsum], model=m)
+    assert p.shape == (2,) and np.all(p > 0)

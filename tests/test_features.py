@@ -18,8 +18,9 @@ lg = math.log2
 
 
 @pytest.fixture(scope="module")
-def progs():
-    """ew: 4x8 elementwise; mm: (4,16,8) matmul with init; vp: parallel/unroll/vectorized; pad: padding select."""
+def progs(recompute_rowsum):
+    """ew: 4x8 elementwise; mm: (4,16,8) matmul with init; vp: parallel/unroll/vectorized; pad: padding select;
+    inv: a reduction recomputed inside a loop it does not depend on (conftest's `recompute_rowsum`)."""
     from tvm.script import tirx as T
 
     @T.prim_func(s_tir=True)
@@ -56,7 +57,7 @@ def progs():
                 vi = T.axis.spatial(8, i)
                 P[vi] = T.if_then_else(1 <= vi and vi < 7, A[vi - 1], T.float32(0))
 
-    return {"ew": ew, "mm": mm, "vp": vp, "pad": pad}
+    return {"ew": ew, "mm": mm, "vp": vp, "pad": pad, "inv": recompute_rowsum}
 
 
 def leaf(**nonzero) -> np.ndarray:
@@ -393,6 +394,20 @@ def test_analytic_vectorized_parallel(progs):
     np.testing.assert_array_equal(ex.extract(progs["vp"]), [f[k] for k in ANALYTIC_FEATURES])
     np.testing.assert_allclose(get_extractor("analytic", log=True).extract(progs["vp"]),
                                np.log2(1 + ex.extract(progs["vp"])))
+
+
+def test_walk_finds_loop_invariant_work(progs):
+    """The row sum runs once per (i, j) although it depends only on i: j (8) is an invariant loop of both its stores
+    (the init store skips k, which feeds only the reduction), with k (8) inside it for the update and 8 as well for
+    the init (its own loops inside j: k); Y's store moves with j. The other programs have no invariant loop."""
+    from perfcast.features._tir import walk
+
+    init, update, y = walk(progs["inv"]).leaves
+    assert (init.is_init, init.executions, init.invariant_extent, init.invariant_body) == (True, 32, 8, 8)
+    assert (update.executions, update.invariant_extent, update.invariant_body) == (256, 8, 8)
+    assert (y.executions, y.invariant_extent, y.invariant_body) == (32, 1, 0)
+    for name in ("ew", "mm", "vp", "pad"):
+        assert all((x.invariant_extent, x.invariant_body) == (1, 0) for x in walk(progs[name]).leaves), name
 
 
 def test_analytic_elementwise(progs):

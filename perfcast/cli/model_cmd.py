@@ -160,16 +160,17 @@ def predict_records(
 
         check_calibratable(path, device)  # a dataset without the device's records: say so before measuring
         ratio, note = speed_ratio_or_note(device, model)
-    from ..eval.coverage import unseen_warning
+    from ..eval.coverage import recompute_warning, unseen_warning
 
     rows = run(path, model, device, speed_ratio=ratio)
     said = [f"speed ratio {ratio:.3f} applied (this machine today / its records)." if ratio is not None else "",
             note or ""]
     if any(said):  # on stderr, as written (no rich markup): stdout stays the JSON list
         Console(stderr=True).print(" ".join(x for x in said if x), markup=False)
-    warning = unseen_warning([r.get("unseen_dtypes", []) for r in rows])
-    if warning:
-        Console(stderr=True).print(f"warning: {warning}", markup=False, soft_wrap=True)
+    for warning in (unseen_warning([r.get("unseen_dtypes", []) for r in rows]),
+                    recompute_warning([r.get("recomputes", 0.0) for r in rows])):
+        if warning:
+            Console(stderr=True).print(f"warning: {warning}", markup=False, soft_wrap=True)
     if json_out:
         print(json.dumps(rows))
         return
@@ -187,7 +188,7 @@ def predict_records(
     for i, r in enumerate(rows[:limit]):
         m = r.get("measured_s")
         iv = ([f"{r['predicted_low_s'] * 1e3:.3g}–{r['predicted_high_s'] * 1e3:.3g} ms" if "predicted_low_s" in r
-               else "-"] if has_interval else [])
+               else "recomputes" if "recomputes" in r else "-"] if has_interval else [])
         t.add_row(str(i), r.get("task_name", ""), f"{r['predicted_s'] * 1e3:.4g} ms", *iv,
                   f"{m * 1e3:.4g} ms" if m else "-", f"{(r['predicted_s'] - m) / m:+.1%}" if m else "-")
     console = Console()

@@ -109,21 +109,25 @@ def reference_records(ds, device_key: str, programs: int, seed: int = 0,
     return df.merge(scripts, on="record_id", how="left")
 
 
-def time_stored(run, scripts: list[str], target_json: str, order=None):
+def time_stored(run, scripts: list[str], target_json: str, order=None, cache_s=None):
     """Latency (s) of each stored program (TVMScript) timed now by the open runner `run` (an `IsolatedRunner`), in
-    `order` (default: as given), `run.slots` at a time; NaN where the program did not run ok."""
+    `order` (default: as given), `run.slots` at a time; NaN where the program did not run ok. `cache_s`: as in
+    `time_modules`."""
     import tvm
     import tvm.script
 
     from .._tvm.util import load_x86_intrinsics
 
     load_x86_intrinsics()
-    return time_modules(run, [tvm.ir.save_json(tvm.script.from_source(s)) for s in scripts], target_json, order)
+    return time_modules(run, [tvm.ir.save_json(tvm.script.from_source(s)) for s in scripts], target_json, order,
+                        cache_s)
 
 
-def time_modules(run, mod_jsons: list[str], target_json: str, order=None):
+def time_modules(run, mod_jsons: list[str], target_json: str, order=None, cache_s=None):
     """Latency (s) of each program (an IRModule saved with `tvm.ir.save_json`) timed now by the open runner `run`,
-    in `order` (default: as given), `run.slots` at a time; NaN where the program did not run ok."""
+    in `order` (default: as given), `run.slots` at a time; NaN where the program did not run ok. `cache_s`: an
+    array as long as `mod_jsons` that gets the host gate's cache-part sentinel reading of each program's kept round
+    (NaN without the gate), which tells whether the host was in its slow cache state then (`collect.sentinel`)."""
     import numpy as np
 
     order = list(range(len(mod_jsons))) if order is None else list(order)
@@ -133,6 +137,10 @@ def time_modules(run, mod_jsons: list[str], target_json: str, order=None):
         for j, r in zip(b, run.run_batch([mod_jsons[j] for j in b], target_json)):
             if r["status"] == "ok":
                 now[j] = r["latency_s"]
+            if cache_s is not None:
+                sentinel, rounds = r.get("round_sentinel_s", ()), r.get("round_latencies_s", ())
+                ok = r["status"] == "ok" and len(sentinel) == len(rounds) > 0
+                cache_s[j] = sentinel[rounds.index(r["latency_s"])][1] if ok else np.nan
     return now
 
 

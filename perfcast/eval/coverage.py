@@ -10,6 +10,14 @@ never saw (`perfcast predict`, `perfcast predict-records`, `predict_programs`, t
 before this existed has no such entry and gives no warning.
 
 Element types are read from the program's TVMScript: every quoted dtype (buffer declarations, allocations, casts).
+
+A float32 program can still fall outside what the features tell apart: one that repeats loop-invariant work, a
+reduction a schedule computed inside a loop it does not use (`_tir.Leaf.invariant_extent`; meta-schedule's
+compute-at of a norm's statistics under the output's inner loop). LLVM hoists such work out of the loop in some
+programs and runs it on every trip in others, and the features do not say which (`bench/invariant_work.py`), so
+the prediction can be several times off either way. `recomputed_share` is the share of a program's counted work
+such loops repeat; at RECOMPUTE_SHARE or more, `perfcast predict-records` (on a tuning database) and
+`predict_programs` say so.
 """
 
 from __future__ import annotations
@@ -17,6 +25,11 @@ from __future__ import annotations
 import re
 
 DTYPE_RE = re.compile(r'"((?:u?int|float|bfloat)\d+(?:x\d+)?|bool)"')
+# a program whose loop-invariant loops repeat at least this share of its counted work is flagged: the bundled
+# model's held-out programs of norm, softmax, mean and pooling tasks that do: MAPE 69.7 %, predicted / measured
+# 0.20-3.06 (5th-95th percentile), the others 16.6 % (`python bench/invariant_work.py --tasks
+# 'norm|softmax|mean|pool' --model-errors`, 2026-12-01)
+RECOMPUTE_SHARE = 0.5
 
 
 def program_dtypes(program) -> frozenset[str]:
@@ -70,3 +83,32 @@ def unseen_warning(unseen: list, what: str = "programs") -> str | None:
     return (f"{n} of {len(unseen)} {what} use {', '.join(types)}, which none of the model's training programs use: "
             f"their predictions are extrapolations and can be off many times over; measure them, or collect such "
             f"programs (`perfcast collect`) and retrain")
+
+
+def counted_work(program) -> tuple[float, float]:
+    """(a program's counted work: FLOPs + loads of every store times its executions, the same with the loops each
+    store does not depend on run once: `_tir.Leaf.invariant_extent`). `program`: a PrimFunc, an IRModule or
+    TVMScript text."""
+    from ..features._tir import walk
+    from ..features.base import as_primfunc
+
+    leaves = walk(as_primfunc(program)).leaves
+    full = sum((x.float_ops + x.n_loads) * x.executions for x in leaves)
+    return float(full), float(sum((x.float_ops + x.n_loads) * x.executions / x.invariant_extent for x in leaves))
+
+
+def recomputed_share(program) -> float:
+    """The share of a program's counted work that loops it does not depend on repeat (`counted_work`): 0 for most
+    programs, near 1 when a reduction runs inside a long loop it does not use."""
+    full, once = counted_work(program)
+    return 1.0 - once / full if full else 0.0
+
+
+def recompute_warning(shares, what: str = "programs") -> str | None:
+    """One line when some of the programs (their `recomputed_share`) repeat loop-invariant work; None otherwise."""
+    n = sum(x >= RECOMPUTE_SHARE for x in shares)
+    if not n:
+        return None
+    return (f"{n} of {len(shares)} {what} repeat loop-invariant work (a reduction computed inside a loop it does not "
+            f"use), which LLVM hoists out of the loop in some programs and runs every time in others: their "
+            f"predictions can be several times off either way (marked `recomputes`); measure them")

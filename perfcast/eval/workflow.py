@@ -302,18 +302,20 @@ def evaluate(model=None, data=None, split: str | None = None, split_params: dict
 # ---- prediction ------------------------------------------------------------------------------------------------
 def predict_programs(programs, model=None, device: str = "local") -> np.ndarray:
     """Predicted latency (s) of TIR programs (IRModules, PrimFuncs or TVMScript) on `device`. Programs in element
-    types the model never trained on (`perfcast.eval.coverage`) get a `UserWarning` saying so."""
+    types the model never trained on, or that repeat loop-invariant work (`perfcast.eval.coverage`), get a
+    `UserWarning` saying so."""
     import warnings
 
     from ..features.cache import features_of_programs
     from ..models import load_model
-    from .coverage import dtype_warning, program_dtypes
+    from .coverage import dtype_warning, program_dtypes, recompute_warning, recomputed_share
 
     m = model if hasattr(model, "predict") else load_model(model)
     programs = list(programs)
-    warning = dtype_warning(m, [program_dtypes(p) for p in programs])
-    if warning:
-        warnings.warn(warning, stacklevel=2)
+    for warning in (dtype_warning(m, [program_dtypes(p) for p in programs]),
+                    recompute_warning([recomputed_share(p) for p in programs])):
+        if warning:
+            warnings.warn(warning, stacklevel=2)
     return m.predict(features_of_programs(programs, device, asm=m.needs_asm))
 
 
@@ -325,8 +327,9 @@ def predict_records(path, model=None, device: str = "local", speed_ratio: float 
     without records of `device` is an error); each scaled entry keeps the unscaled one as
     `uncalibrated_predicted_s`. A model with prediction intervals (`perfcast.eval.intervals`) gives every entry
     of a device it trained on `predicted_low_s` and `predicted_high_s` (scaled alike). An entry whose program uses
-    element types the model's training programs never used has them as `unseen_dtypes`
-    (`perfcast.eval.coverage`)."""
+    element types the model's training programs never used has them as `unseen_dtypes`; in a database, an entry
+    whose program repeats loop-invariant work has `recomputes` (its `recomputed_share`; `perfcast.eval.coverage`)
+    and no interval (such programs err far beyond it)."""
     from ..collect.calibrate import check_ratio
     from ..data.importer import database_records
     from ..devices import get_device
@@ -353,7 +356,7 @@ def predict_records(path, model=None, device: str = "local", speed_ratio: float 
     if table and out:  # not on a device the model never measured: its errors on the others do not hold there
         known = trained_on(m, [device_key(get_device(device))] * len(out) if kind == "database" else df["device_key"])
         for e, lo, hi, k in zip(out, *interval_factors(table, program_regions(X)), known):
-            if k:
+            if k and "recomputes" not in e:  # (nor for a program the model cannot judge: its errors are others')
                 e["predicted_low_s"], e["predicted_high_s"] = e["predicted_s"] * lo, e["predicted_s"] * hi
     if ratio is not None:
         for e in (e for e, s in zip(out, scaled) if s):
@@ -387,17 +390,20 @@ def check_calibratable(path, device: str) -> None:
 def _predict_database(p: Path, m, device: str, database_records) -> tuple[list[dict], object]:
     """(entries in `get_all_tuning_records()` order, the programs' features or None for an empty database)."""
     from ..features.cache import features_of_programs
-    from .coverage import program_dtypes
+    from .coverage import RECOMPUTE_SHARE, program_dtypes, recomputed_share
 
     rows = database_records(str(p))  # (loads the x86 intrinsics the traces may tensorize with)
     progs = [r.program() for r in rows]
     X = features_of_programs(progs, device, asm=m.needs_asm) if progs else None
     pred = m.predict(X) if progs else []
     out = []
-    for i, (r, ps) in enumerate(zip(rows, pred)):
+    for i, (r, ps, prog) in enumerate(zip(rows, pred, progs)):
         e = {"index": i, "predicted_s": float(ps)}
         if r.measured:
             e["measured_s"] = r.measured_s
+        share = recomputed_share(prog)
+        if share >= RECOMPUTE_SHARE:
+            e["recomputes"] = round(share, 4)
         out.append(e)
     per_workload: dict = {}  # TVM objects hash by identity: one script per workload object the database holds
     for r in rows:

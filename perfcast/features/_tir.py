@@ -75,6 +75,14 @@ class Leaf:
     # first the byte-address change when its var goes 0 -> 1 or None); empty for init stores (see `cache_traffic`)
     footprint: list = field(default_factory=list)
     footprint_lines: dict | None = None  # `footprint_table`'s cache, per number of sets
+    # loops the store does not depend on: an iterating loop (extent > 1, not one an init store skips) that moves
+    # neither the store's nor any load's address recomputes the same value on every trip (a reduction a schedule
+    # computed inside a spatial loop it does not use); LLVM hoists such work out of the loop in some programs and
+    # not in others (`bench/invariant_work.py`; no extractor reads these yet: as analytic features they did not
+    # improve the bundled recipe, README "Loop-invariant work"). `invariant_extent`: the product of those loops'
+    # extents (1: none); `invariant_body`: the trips of the store's loops inside the innermost of them (0: none)
+    invariant_extent: int = 1
+    invariant_body: int = 0
 
     @property
     def float_ops(self) -> int:
@@ -342,8 +350,13 @@ class _Walker:
         leaf.executions = math.prod(x.extent for x in self.loops if x.var not in skip)
         leaf.stride = self._stride(store)
         accesses = [(store.buffer, store.indices)] + [(x.source, x.indices) for x in leaf.loads]
-        # every access's byte-address change per enclosing loop (outermost first), computed once for both uses
+        # every access's byte-address change per enclosing loop (outermost first), computed once for all uses
         all_moves = [self._flat_moves(buf, indices, [lp.var for lp in self.loops]) for buf, indices in accesses]
+        invariant = [j for j, lp in enumerate(self.loops)
+                     if lp.extent > 1 and lp.var not in skip and all(m[j] == 0 for m in all_moves)]
+        if invariant:
+            leaf.invariant_extent = math.prod(self.loops[j].extent for j in invariant)
+            leaf.invariant_body = math.prod(x.extent for x in self.loops[invariant[-1] + 1:])
         for j in [j for j in reversed(range(len(self.loops))) if self.loops[j].extent > 1][:ACCESS_LOOPS]:
             loads = [m[j] for m in all_moves[1:]]
             leaf.access.append((self.loops[j].extent, all_moves[0][j], nbytes(store.buffer.dtype),
