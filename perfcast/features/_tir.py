@@ -78,9 +78,10 @@ class Leaf:
     # loops the store does not depend on: an iterating loop (extent > 1, not one an init store skips) that moves
     # neither the store's nor any load's address recomputes the same value on every trip (a reduction a schedule
     # computed inside a spatial loop it does not use); LLVM hoists such work out of the loop in some programs and
-    # not in others (`bench/invariant_work.py`; no extractor reads these yet: as analytic features they did not
-    # improve the bundled recipe, README "Loop-invariant work"). `invariant_extent`: the product of those loops'
-    # extents (1: none); `invariant_body`: the trips of the store's loops inside the innermost of them (0: none)
+    # not in others (`bench/invariant_work.py`), so `eval.coverage` flags programs that repeat much such work (no
+    # extractor reads these: as analytic features they did not improve the bundled recipe, README "Loop-invariant
+    # work"). `invariant_extent`: the product of those loops' extents (1: none); `invariant_body`: the trips of the
+    # store's loops inside the innermost of them (0: none)
     invariant_extent: int = 1
     invariant_body: int = 0
 
