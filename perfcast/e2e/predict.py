@@ -127,10 +127,15 @@ def predict_network(network: str, batch_size: int = 1, device: str = "local", mo
     for k in kernels:
         k["share"] = k["total_predicted_s"] / total if total > 0 else 0.0
     kernels.sort(key=lambda k: -k["total_predicted_s"])
-    from ..eval.coverage import dtype_warning, program_dtypes
+    from ..eval.coverage import RECOMPUTE_SHARE, dtype_warning, program_dtypes, recompute_warning, recomputed_share
 
+    shares = {k: recomputed_share(programs[k]) for k in order}  # kernels the model cannot judge (coverage)
+    for k in kernels:
+        if shares[k["workload_key"]] >= RECOMPUTE_SHARE:
+            k["recomputes"] = round(shares[k["workload_key"]], 4)
     warning = "; ".join(w for w in (unseen,
-                                    dtype_warning(m, [program_dtypes(programs[k]) for k in order], "kernels")) if w)
+                                    dtype_warning(m, [program_dtypes(programs[k]) for k in order], "kernels"),
+                                    recompute_warning(list(shares.values()), "kernels")) if w)
     out = {"network": low.label, "batch_size": batch_size, "device": spec.device_id, **low.sched_info,
            "model": getattr(m, "name", "?"), "method": method, "predicted_s": total, "kernels": kernels,
            "lower_seconds": t_lower, "predict_seconds": time.time() - t0 - t_lower}
