@@ -76,6 +76,26 @@ def test_tasks_in_unseen_element_types_are_warned_and_counted(program_model, mat
     assert cm.stats.summary()["unseen_dtypes"] == {"qmm": ["int32", "int8"]}
     assert cm.stats.describe().endswith("; 1 task(s) in element types the model never trained on, ranked blind: "
                                         "qmm (int32, int8)")
+    assert cm.stats.summary()["recomputing"] == 0  # (neither program repeats loop-invariant work)
+
+
+def test_programs_that_repeat_loop_invariant_work_are_counted(program_model, recompute_rowsum, matmul64):
+    """A program that computes a row sum inside a loop it does not use is scored and counted (its prediction is
+    blind to whether LLVM hoists the sum); a matmul is not counted."""
+    import tvm
+    from tvm.s_tir import Schedule
+    from tvm.s_tir import meta_schedule as ms
+
+    from perfcast.devices import get_device
+    from perfcast.search import perfcast_cost_model
+
+    mod = tvm.IRModule({"main": recompute_rowsum})
+    target = get_device("local:threads=1").target()
+    cm = perfcast_cost_model(program_model, "local:threads=1")
+    scores = cm.predict(ms.TuneContext(mod=mod, target=target, task_name="rowsum"),
+                        [ms.MeasureCandidate(Schedule(mod), []), ms.MeasureCandidate(Schedule(matmul64), [])])
+    assert np.isfinite(scores).all() and cm.stats.programs_scored == 2 and cm.stats.recomputing == 1
+    assert "; 1 of them repeat loop-invariant work, which the model cannot judge" in cm.stats.describe()
 
 
 def test_search_steered_by_perfcast(program_model, matmul64, tmp_path):

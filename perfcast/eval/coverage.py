@@ -17,7 +17,7 @@ compute-at of a norm's statistics under the output's inner loop). LLVM hoists su
 programs and runs it on every trip in others, and the features do not say which (`bench/invariant_work.py`), so
 the prediction can be several times off either way. `recomputed_share` is the share of a program's counted work
 such loops repeat; at RECOMPUTE_SHARE or more, `perfcast predict-records` (on a tuning database), `perfcast
-predict` (per kernel) and `predict_programs` say so.
+predict` (per kernel), the search cost model (a count in its closing line) and `predict_programs` say so.
 """
 
 from __future__ import annotations

@@ -50,6 +50,7 @@ class SearchStats:
     predict_s: float = 0.0  # wall time inside `predict`
     measured: dict = field(default_factory=dict)  # task name -> [(predicted_s, measured_s)]
     unseen_dtypes: dict = field(default_factory=dict)  # task name -> element types the model never trained on
+    recomputing: int = 0  # scored programs that repeat loop-invariant work (`eval.coverage`: ranked blind)
 
     def rank_correlation(self) -> dict[str, float]:
         """Kendall tau-b per task between predicted and measured latency of the programs the search measured
@@ -75,7 +76,8 @@ class SearchStats:
                 "measured_programs": sum(len(v) for v in self.measured.values()),
                 "kendall_tau_by_task": {k: t if math.isfinite(t) else None for k, t in taus.items()},
                 "kendall_tau_mean": float(np.mean(finite)) if finite else None,
-                "unseen_dtypes": {k: v for k, v in self.unseen_dtypes.items() if v}}
+                "unseen_dtypes": {k: v for k, v in self.unseen_dtypes.items() if v},
+                "recomputing": self.recomputing}
 
     def describe(self) -> str:
         """One line for a person."""
@@ -88,8 +90,10 @@ class SearchStats:
         unseen = s["unseen_dtypes"]
         blind = (f"; {len(unseen)} task(s) in element types the model never trained on, ranked blind: "
                  + ", ".join(f"{t} ({', '.join(d)})" for t, d in unseen.items())) if unseen else ""
+        recomputing = (f"; {s['recomputing']} of them repeat loop-invariant work, which the model cannot judge "
+                       "(LLVM may or may not hoist it)") if s["recomputing"] else ""
         return (f"perfcast cost model: {s['programs_scored']} programs scored in {s['predict_s']:.1f} s{per}, "
-                f"{s['cache_hits']} from the cache, {s['failed']} failed{online}{tau}{blind}")
+                f"{s['cache_hits']} from the cache, {s['failed']} failed{recomputing}{online}{tau}{blind}")
 
 
 ONLINE_MIN_MEASURED = 16  # measured programs of a task before its online correction is fitted (one search round)
@@ -148,7 +152,7 @@ def perfcast_cost_model(model=None, device: str = "local", online: bool = False,
 
     from .. import paths
     from ..devices import get_device
-    from ..eval.coverage import program_dtypes, unseen_dtypes
+    from ..eval.coverage import RECOMPUTE_SHARE, program_dtypes, recomputed_share, unseen_dtypes
     from ..features.cache import features_of_programs
     from ..models import load_model
     from ..models.gbdt import program_matrix
@@ -184,6 +188,7 @@ def perfcast_cost_model(model=None, device: str = "local", online: bool = False,
             try:
                 X = features_of_programs(mods, spec, asm=m.needs_asm)
                 lat = np.asarray(m.predict(X), np.float64)
+                self.stats.recomputing += sum(recomputed_share(mod) >= RECOMPUTE_SHARE for mod in mods)
                 if self.online is not None:
                     self._rows.update(zip(keys, program_matrix(X)))
                 return lat
