@@ -2,7 +2,8 @@
 apart, with the collector's runner, and compare the two passes with each other and with the stored labels.
 
     python bench/timing_repeatability.py [--data DIR] [--n 200] [--device local] [--protocol 2] [--seed 1]
-                                         [--host-gate on|off|both] [--max-label-us X] [--csv OUT.csv] [--json]
+                                         [--host-gate on|off|both] [--min-label-us X] [--max-label-us Y]
+                                         [--csv OUT.csv] [--json]
 
 The programs are drawn from the dataset's ok records of `--device` on this CPU (its device key); each is rebuilt
 from its stored TVMScript. Pass B times them in reverse order, so a program meets other neighbours and, as often
@@ -70,6 +71,7 @@ def main() -> None:
     from perfcast.data.store import Dataset
     from perfcast.devices import get_device
     from perfcast.devices.base import device_key, device_key_of_json
+    from perfcast.errors import PerfcastError
 
     spec = get_device(a.device)
     dkey = device_key(spec)
@@ -78,16 +80,16 @@ def main() -> None:
                             "latency_s", "protocol"]).to_pandas()
     t = t[(t["status"] == "ok") & (t["device_spec_json"].map(device_key_of_json) == dkey)]
     if t.empty:
-        raise SystemExit(f"no ok record of {dkey!r} in {str(ds.root)!r}: collect some on this machine first")
+        raise PerfcastError(f"no ok record of {dkey!r} in {str(ds.root)!r}: collect some on this machine first")
     t = t[t["latency_s"].between(a.min_label_us * 1e-6, a.max_label_us * 1e-6)]
     if t.empty:
-        raise SystemExit(f"no ok record of {dkey!r} with a label of {a.min_label_us}-{a.max_label_us} us: widen "
+        raise PerfcastError(f"no ok record of {dkey!r} with a label of {a.min_label_us}-{a.max_label_us} us: widen "
                          "--min-label-us / --max-label-us")
     t = t.sort_values("protocol").drop_duplicates("record_id").sample(min(a.n, len(t)), random_state=a.seed)
     scripts = list(t["tir_script"])
     # protocol 1: one round of 5 repeats (2 above 1 s), launching thread free, one program per worker
     if a.protocol == 1 and a.host_gate != "off":
-        raise SystemExit("--protocol 1 times as perfcast did before 2026-11-25, without the host gate: add "
+        raise PerfcastError("--protocol 1 times as perfcast did before 2026-11-25, without the host gate: add "
                          "--host-gate off")
     cfg = MeasureConfig() if a.protocol == 2 else dataclasses.replace(
         MeasureConfig(), rounds=1, repeats=5, very_slow_repeats=2, pin_launcher=False, host_gate=None)
@@ -119,15 +121,15 @@ def main() -> None:
     for key, now in passes.items():
         if not np.isfinite(cache[key]).any():
             continue
-        quiet = cache[key] <= 1.3 * lowest
+        quiet, slow = cache[key] <= 1.3 * lowest, cache[key] > 1.3 * lowest  # (a program that failed is neither)
         ratio = stored / now
         out[f"{key}: stored_over_now"] = {
             "median": float(np.nanmedian(ratio)), "cache_part_median_us": float(np.nanmedian(cache[key]) * 1e6),
             "quiet_cache": {"programs": int(quiet.sum()), "median": float(np.nanmedian(ratio[quiet]))
                             if quiet.any() else None,
                             "share_stored_over_1.2x": float(np.mean(ratio[quiet] > 1.2)) if quiet.any() else None},
-            "slow_cache": {"programs": int((~quiet).sum()), "median": float(np.nanmedian(ratio[~quiet]))
-                           if (~quiet).any() else None}}
+            "slow_cache": {"programs": int(slow.sum()), "median": float(np.nanmedian(ratio[slow]))
+                           if slow.any() else None}}
     out["cache_part_lowest_us"] = float(lowest * 1e6)
     for name in names:  # how much slower pass B ran than pass A, by how long the program runs
         a_s, b_s = passes[f"{name}_a"], passes[f"{name}_b"]

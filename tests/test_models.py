@@ -787,6 +787,7 @@ def test_predict_programs(cdmpp, saved_xgb, matmul_tir, matmul64):
     np.testing.assert_array_equal(te.leaves[0], hand.leaves[0])
     np.testing.assert_array_equal(te.stores[0], hand.stores[0])
     assert predict_programs([matmul64, matmul_tir], model=cdmpp) == pytest.approx([p[0], p[0]], rel=1e-6)
+    assert predict_programs([matmul_tir.script()], model=cdmpp) == pytest.approx(p, rel=1e-6)  # TVMScript text too
     # a model directory works as well as a model object
     px = predict_programs([matmul_tir], model=str(saved_xgb))
     assert px == pytest.approx(load_model(saved_xgb).predict(hand), rel=1e-6)

@@ -123,24 +123,17 @@ def summary(stats: dict) -> str:
             f"{stats['kept_contended']} kept slow")
 
 
-@functools.lru_cache(maxsize=None)  # read /proc/cpuinfo once, not on every batch
+@functools.lru_cache(maxsize=None)  # once per target and thread count, not on every batch
 def baseline_key(target_json: str, threads: int) -> str:
     """What a stored baseline belongs to: this host (its name and CPU model), the thread count and the target (the
     sentinel's code differs per target: an SSE2 build runs slower than an AVX-512 one)."""
     import hashlib
     import platform
 
-    cpu = next((line.split(":", 1)[1].strip() for line in _read_lines("/proc/cpuinfo")
-                if line.startswith("model name")), platform.processor() or "cpu")
+    from ..devices.local import cpu_model_name
+
+    cpu = cpu_model_name() or platform.processor() or "cpu"
     return f"{platform.node()}/{cpu}/threads={threads}/{hashlib.sha1(target_json.encode()).hexdigest()[:12]}"
-
-
-def _read_lines(path: str) -> list[str]:
-    try:
-        with open(path) as f:
-            return f.read().splitlines()
-    except OSError:
-        return []
 
 
 WINDOW = 256  # readings per part a baseline is taken from (the most recent, across runs with a store)

@@ -29,6 +29,17 @@ def _size_kb(text: str) -> float:
     return float(m.group(1)) * {"": 1 / 1024, "K": 1, "M": 1024, "G": 1024 * 1024}[m.group(2)]
 
 
+def _cpuinfo_field(cpuinfo: str, name: str) -> str:
+    m = re.search(rf"^{name}\s*:\s*(.*)$", cpuinfo, re.M)
+    return m.group(1).strip() if m else ""
+
+
+@lru_cache(maxsize=1)
+def cpu_model_name() -> str:
+    """This CPU's model name from /proc/cpuinfo ('' where there is none); no TVM import."""
+    return _cpuinfo_field(_read("/proc/cpuinfo"), "model name")
+
+
 @lru_cache(maxsize=1)
 def probe() -> dict:
     """Facts about this machine's CPU from /proc and /sys, plus the CPU LLVM (and so TVM) detects."""
@@ -37,8 +48,7 @@ def probe() -> dict:
     cpuinfo = _read("/proc/cpuinfo")
 
     def field(name: str) -> str:
-        m = re.search(rf"^{name}\s*:\s*(.*)$", cpuinfo, re.M)
-        return m.group(1).strip() if m else ""
+        return _cpuinfo_field(cpuinfo, name)
 
     logical = os.cpu_count() or 1
     pairs = set(re.findall(r"physical id\s*:\s*(\d+).*?core id\s*:\s*(\d+)", cpuinfo, re.S))
@@ -51,7 +61,7 @@ def probe() -> dict:
     mem_kb = re.search(r"MemTotal:\s*(\d+)", _read("/proc/meminfo"))
     mhz = field("cpu MHz")
     return {
-        "name": field("model name") or "unknown CPU",
+        "name": cpu_model_name() or "unknown CPU",
         "vendor": field("vendor_id"),
         "family_model": f"{field('cpu family')}/{field('model')}/{field('stepping')}",
         "logical_cpus": logical,

@@ -306,14 +306,16 @@ def predict_programs(programs, model=None, device: str = "local") -> np.ndarray:
     `UserWarning` saying so."""
     import warnings
 
+    from ..features.base import as_primfunc
     from ..features.cache import features_of_programs
     from ..models import load_model
     from .coverage import dtype_warning, program_dtypes, recompute_warning, recomputed_share
 
     m = model if hasattr(model, "predict") else load_model(model)
     programs = list(programs)
-    for warning in (dtype_warning(m, [program_dtypes(p) for p in programs]),
-                    recompute_warning([recomputed_share(p) for p in programs])):
+    dtypes = [program_dtypes(p) for p in programs]  # (from a text as given: no printing)
+    programs = [as_primfunc(p) if isinstance(p, str) else p for p in programs]  # a text is parsed once (~0.1 s)
+    for warning in (dtype_warning(m, dtypes), recompute_warning([recomputed_share(p) for p in programs])):
         if warning:
             warnings.warn(warning, stacklevel=2)
     return m.predict(features_of_programs(programs, device, asm=m.needs_asm))
