@@ -368,6 +368,25 @@ def test_m5_tasks_are_one_dimensional_convolutions():
     assert len(names) == 18
 
 
+def test_op_kinds_suite_gives_one_task_per_operator_kind():
+    from pathlib import Path
+
+    from perfcast.collect.tasks import extract
+    from perfcast.devices import get_device
+
+    suite = Path(__file__).parents[1] / "perfcast" / "layerwise" / "suites" / "op_kinds.py"
+    nt = extract(f"{suite}:op_kinds", get_device("local").target())
+    names = sorted(t.task_name for t in nt.tasks)
+    assert nt.network == "op_kinds:op_kinds" and len(names) == 31 and {t.weight for t in nt.tasks} == {1}
+    # four LayerNorm widths, two resizes (nearest, bilinear), the transposed convolution, the stem, SwiGLU's gate
+    assert sum(n.startswith("layer_norm") for n in names) == 4 and sum(n.startswith("resize2d") for n in names) == 2
+    for kind in ("argmax", "avg_pool2d", "adaptive_avg_pool2d", "fused_conv2d_transpose_add", "softmax", "pad",
+                 "fused_conv2d_add4_relu1", "fused_matmul_tir_sigmoid_multiply3_multiply3", "take"):
+        assert kind in names
+    # what the suite leaves to bench/outside_zoo.py: no max pooling window, no grouped or 1-D / 3-D convolution
+    assert not [n for n in names if "max_pool" in n or "conv1d" in n or "conv3d" in n or "group_norm" in n]
+
+
 def test_collect_mlp_then_rerun_adds_nothing(tmp_path):
     from perfcast.collect.collector import CollectConfig, collect
     from perfcast.data.store import Dataset
