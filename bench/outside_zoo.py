@@ -6,7 +6,7 @@ record; we print MAPE, median error and Kendall τ between predicted and measure
 measured time of the program each model ranks first.
 
     python bench/outside_zoo.py [--model DIR] [--trials 64] [--ops NAME,...] [--device D] [--compare DIR]
-                                [--work DIR] [--calibrate] [--json]
+                                [--geomean] [--min-programs N] [--work DIR] [--calibrate] [--json]
 
 `--ops` picks operators by name; the default is the first four (batch_matmul, depthwise7x7, conv1d, rms_norm),
 `--ops all` adds ten more (2026-11-30: grouped, dilated and 3-D convolutions, attention scores, softmax, a 5x5 max
@@ -15,7 +15,11 @@ element types the model never trained on (the int8 one) is marked `unseen_dtypes
 
 `--device local:mcpu=NAME,threads=N` tunes (and predicts) for another code-generation target of this CPU;
 `--compare DIR` (repeatable) scores another model (e.g. one `perfcast adapt` made for that device) on the same
-databases; `--work DIR` keeps the databases and reuses them on the next run (no tuning, no measuring then).
+databases, and each operator's entry then says how far the models' predictions of one program lie apart (median
+of max / min); `--geomean` also scores the geometric mean of all the models' predictions (e.g. the same recipe
+trained with three seeds: README, Programs outside the training data); `--min-programs N` leaves databases with
+fewer programs out of the summary's mean. `--work DIR` keeps the databases and reuses them on the next run (no
+tuning, no measuring then).
 `--calibrate` times 40 stored programs of the device after tuning (`perfcast calibrate`) and scales every
 prediction by today's speed ratio, as `perfcast predict-records --calibrate` does; the uncalibrated MAPE is kept
 beside. With `--json`, stdout is only the JSON (meta-schedule's tuning log goes to stderr).
@@ -208,8 +212,16 @@ def main() -> None:
                     help="another model directory scored on the same databases (repeatable)")
     ap.add_argument("--calibrate", action="store_true",
                     help="scale predictions by today's speed ratio of the device (perfcast calibrate)")
+    ap.add_argument("--geomean", action="store_true",
+                    help="also score the geometric mean of all the models' predictions (needs --compare)")
+    ap.add_argument("--min-programs", type=int, default=1,
+                    help="the summary's mean MAPE counts only databases with at least this many programs")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
+    if a.geomean and not a.compare:
+        from perfcast.errors import PerfcastError
+
+        raise PerfcastError("--geomean averages several models: add --compare DIR (e.g. the same recipe, another seed)")
 
     import numpy as np
     from scipy.stats import kendalltau
@@ -237,24 +249,35 @@ def main() -> None:
         ratio, note = speed_ratio_or_note(a.device)
         print(f"speed ratio {ratio}{'; ' + note if note else ''}", file=sys.stderr, flush=True)
     out = {}
+    models = [("model", a.model)] + [(f"compare {c}", c) for c in a.compare]
+    labels = [label for label, _ in models] + (["geomean"] if a.geomean else [])
     for name in names:
         work = os.path.join(root, name)
-        for label, model in [("model", a.model)] + [(f"compare {c}", c) for c in a.compare]:
+        preds, uncal = {}, {}
+        for label, model in models:
             rows = [r for r in predict_records(work, model, a.device, speed_ratio=ratio) if "measured_s" in r]
-            p = np.array([r["predicted_s"] for r in rows])
+            preds[label] = np.array([r["predicted_s"] for r in rows])
+            uncal[label] = np.array([r.get("uncalibrated_predicted_s", r["predicted_s"]) for r in rows])
             m = np.array([r["measured_s"] for r in rows])
+            unseen = sorted({t for r in rows for t in r.get("unseen_dtypes", [])})
+        if a.geomean:  # the models' predictions of each program averaged in log space
+            preds["geomean"] = np.exp(np.mean(np.log([preds[lb] for lb, _ in models]), axis=0))
+            uncal["geomean"] = np.exp(np.mean(np.log([uncal[lb] for lb, _ in models]), axis=0))
+        for label in labels:
+            p = preds[label]
             err = np.abs(p - m) / m
             key = name if label == "model" else f"{name} ({label})"
-            out[key] = {"programs": len(rows), "mape": float(err.mean()), "median_error": float(np.median(err)),
+            out[key] = {"programs": len(m), "mape": float(err.mean()), "median_error": float(np.median(err)),
                         "kendall_tau": float(kendalltau(p, m).statistic), "best_measured_s": float(m.min()),
                         "measured_of_predicted_best_s": float(m[np.argmin(p)]),
                         "median_predicted_over_measured": float(np.median(p / m))}
-            unseen = sorted({t for r in rows for t in r.get("unseen_dtypes", [])})
             if unseen:  # element types the model never trained on (perfcast.eval.coverage): a warned extrapolation
                 out[key]["unseen_dtypes"] = unseen
             if ratio is not None:
-                p0 = np.array([r["uncalibrated_predicted_s"] for r in rows])
-                out[key].update(speed_ratio=ratio, uncalibrated_mape=float(np.mean(np.abs(p0 - m) / m)))
+                out[key].update(speed_ratio=ratio, uncalibrated_mape=float(np.mean(np.abs(uncal[label] - m) / m)))
+            if label == "model" and len(models) > 1:  # how far the models' predictions of one program lie apart
+                stack = np.array([preds[lb] for lb, _ in models])
+                out[key]["models_max_over_min"] = float(np.median(stack.max(0) / stack.min(0)))
             if not a.json:
                 o = out[key]
                 print(f"{key:24s} {o['programs']:4d} programs  MAPE {o['mape']:.1%}  median {o['median_error']:.1%}  "
@@ -262,17 +285,20 @@ def main() -> None:
                       f"  best {o['best_measured_s'] * 1e6:.1f} µs, predicted-best "
                       f"{o['measured_of_predicted_best_s'] * 1e6:.1f} µs"
                       + (f"  (uncalibrated MAPE {o['uncalibrated_mape']:.1%})" if ratio is not None else "")
-                      + (f"  [unseen dtypes: {', '.join(unseen)}]" if unseen else ""),
+                      + (f"  [unseen dtypes: {', '.join(unseen)}]" if unseen else "")
+                      + (f"  models apart {o['models_max_over_min']:.2f}x" if "models_max_over_min" in o else ""),
                       flush=True)
     if a.json:
         print(json.dumps(out))
     else:
-        for label in ["model"] + [f"compare {c}" for c in a.compare]:
-            sel = [o for k, o in out.items() if (k in names if label == "model" else k.endswith(f"({label})"))]
+        for label in labels:
+            sel = [o for k, o in out.items() if (k in names if label == "model" else k.endswith(f"({label})"))
+                   and o["programs"] >= a.min_programs]
             if sel:
                 taus = [o["kendall_tau"] for o in sel if o["programs"] > 1]  # (τ of one program: undefined)
-                print(f"{label}: mean MAPE {np.mean([o['mape'] for o in sel]):.1%} over {len(sel)} operators, "
-                      f"mean τ {np.mean(taus):.2f} over the {len(taus)} with more than one program")
+                print(f"{label}: mean MAPE {np.mean([o['mape'] for o in sel]):.1%} over {len(sel)} operators"
+                      + (f" with {a.min_programs}+ programs" if a.min_programs > 1 else "")
+                      + f", mean τ {np.mean(taus):.2f} over the {len(taus)} with more than one program")
         print(f"databases in {root}")
 
 
