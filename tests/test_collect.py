@@ -385,6 +385,13 @@ def test_op_kinds_suite_gives_one_task_per_operator_kind():
         assert kind in names
     # what the suite leaves to bench/outside_zoo.py: no max pooling window, no grouped or 1-D / 3-D convolution
     assert not [n for n in names if "max_pool" in n or "conv1d" in n or "conv3d" in n or "group_norm" in n]
+    # the file still yields exactly the tasks the bundled dataset measured from it (its fifty-second round)
+    from perfcast import paths
+    from perfcast.data.store import Dataset
+
+    rows = Dataset(paths.bundled_dataset_dir()).read("networks").to_pandas()
+    rows = rows[(rows["network"] == "op_kinds:op_kinds") & (rows["batch_size"] == 1)]
+    assert set(rows["workload_key"]) == {t.workload_key for t in nt.tasks}
 
 
 def test_collect_mlp_then_rerun_adds_nothing(tmp_path):

@@ -10,9 +10,10 @@ means over a middle axis, variance, L1 sums, an argmax, resampling (transposed c
 upsampling, pixel shuffle, average and adaptive pooling), padding and layout changes, activations the zoo does not
 use, SwiGLU and an odd-sized dense layer: 31 tasks at batch size 1. Three branches add no task of their own, as
 TVM 0.27 imports them: `max(dim)` becomes `topk` and `cumsum` a library call (neither is a tunable kernel), so
-the spatial-attention branch gives its mean and concatenation and the global max pooling its reshape. Left out on purpose, so `bench/outside_zoo.py` keeps measuring operators no training program
-resembles: RMS / L2 normalisation, GroupNorm and InstanceNorm, softmax over a row, max pooling, GELU, and grouped,
-dilated, 1-D and 3-D convolutions, batched matmuls and attention.
+the spatial-attention branch gives its mean and concatenation and the global max pooling its reshape. Left out
+on purpose, so `bench/outside_zoo.py` keeps measuring operators no training program resembles: RMS / L2
+normalisation, GroupNorm and InstanceNorm, softmax over a row, max pooling, GELU, and grouped, dilated, 1-D and
+3-D convolutions, batched matmuls and attention.
 """
 
 from __future__ import annotations
@@ -38,13 +39,13 @@ class OpKinds(nn.Module):
         return (
             self.ln96(tok96), self.ln320(tok320), self.ln1024(tok1024), self.ln4096(tok4096),
             torch.softmax(seg, dim=1),  # per-pixel class softmax of a segmentation head: a strided reduction
-            torch.cat([fmap.mean(dim=1, keepdim=True), fmap.max(dim=1, keepdim=True).values], dim=1),  # CBAM spatial
+            torch.cat([fmap.mean(dim=1, keepdim=True), fmap.max(dim=1, keepdim=True).values], dim=1),  # CBAM
             seq.mean(dim=1),  # sequence mean pooling: reduces the middle axis
             torch.var(rows500, dim=-1),  # two-pass statistics
             rows300.abs().sum(dim=-1),  # L1 of each row
-            torch.cumsum(rows512, dim=1),  # a scan
+            torch.cumsum(rows512, dim=1),  # a scan: a library call in TVM 0.27, no task
             torch.argmax(logits, dim=-1),  # int64 result
-            deep.flatten(2).max(dim=2).values,  # global max pooling
+            deep.flatten(2).max(dim=2).values,  # global max pooling: only its reshape is a task (max -> topk)
             self.up(dec),
             F.interpolate(up_n, scale_factor=2, mode="nearest"),
             F.interpolate(up_b, scale_factor=2, mode="bilinear", align_corners=False),
