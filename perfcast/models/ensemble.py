@@ -42,6 +42,10 @@ trust whichever member memorised them most (the tree: 4.4 % on training default 
 The residual stage, if any, is fitted after the gate, on measured / gated mean.
 `members_from=DIR` takes the trained members of a saved ensemble instead of training them (then only the residual
 stage is fitted; the saved result holds copies of them), for trying a stage on a model that took long to train.
+Fit it on the records the members trained on: on records of kinds they never saw, the stage learns the members'
+error on those kinds in its first trees and applies it to other unfamiliar programs (outside-zoo MAPE 51 -> 58 %
+with a new round of operator kinds that a full retraining took in neutrally; README, Programs outside the training
+data).
 """
 
 from __future__ import annotations
