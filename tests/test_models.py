@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -349,8 +350,11 @@ def test_ensemble_residual_stage_on_members_from_a_saved_ensemble(mlp_data, tmp_
     base = get_model("ensemble", **SMALL["ensemble"]).fit(X.take(tr), y[tr], X.take(va), y[va])
     base.save(tmp_path / "base")
     stage = {"n_estimators": 30, "early_stopping": 5}
-    ens = get_model("ensemble", **SMALL["ensemble"], members_from=str(tmp_path / "base"), residual=stage).fit(
-        X.take(tr), y[tr], X.take(va), y[va])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ens = get_model("ensemble", **SMALL["ensemble"], members_from=str(tmp_path / "base"), residual=stage).fit(
+            X.take(tr), y[tr], X.take(va), y[va])
+    assert not [w for w in caught if "residual stage trains on" in str(w.message)]  # the members' own programs
     m = base.predict(X)
     ref = get_model("lgbm", **{**RESIDUAL_DEFAULTS, **stage, "seed": 0, "threads": 1}).fit(
         X.take(tr), y[tr] / m[tr], X.take(va), y[va] / m[va])
@@ -368,6 +372,12 @@ def test_ensemble_residual_stage_on_members_from_a_saved_ensemble(mlp_data, tmp_
     with pytest.raises(PerfcastError, match=r"residual stage is early-stopped on validation programs and none were"):
         get_model("ensemble", **SMALL["ensemble"], members_from=str(tmp_path / "base"), residual={}).fit(
             X.take(tr), y[tr])
+    # programs the members never trained on: the stage would learn their error there, and says so
+    more, va2 = np.concatenate([tr, va[: len(va) // 2]]), va[len(va) // 2:]
+    with pytest.warns(UserWarning, match=rf"the residual stage trains on {len(more)} programs, {len(va) // 2} more "
+                                         rf"than the members of '.*base' were trained on \({len(tr)}\): it learns"):
+        get_model("ensemble", **SMALL["ensemble"], members_from=str(tmp_path / "base"), residual=stage).fit(
+            X.take(more), y[more], X.take(va2), y[va2])
     ref.save(tmp_path / "tree")
     with pytest.raises(PerfcastError, match=r"members_from '.*tree' is a 'lgbm' model, not an ensemble; pass a"):
         get_model("ensemble", members_from=str(tmp_path / "tree")).fit(X.take(tr), y[tr])
