@@ -253,16 +253,17 @@ def main() -> None:
     labels = [label for label, _ in models] + (["geomean"] if a.geomean else [])
     for name in names:
         work = os.path.join(root, name)
-        preds, uncal = {}, {}
+        preds, uncal, unseen = {}, {}, {}
         for label, model in models:
             rows = [r for r in predict_records(work, model, a.device, speed_ratio=ratio) if "measured_s" in r]
             preds[label] = np.array([r["predicted_s"] for r in rows])
             uncal[label] = np.array([r.get("uncalibrated_predicted_s", r["predicted_s"]) for r in rows])
             m = np.array([r["measured_s"] for r in rows])
-            unseen = sorted({t for r in rows for t in r.get("unseen_dtypes", [])})
+            unseen[label] = sorted({t for r in rows for t in r.get("unseen_dtypes", [])})
         if a.geomean:  # the models' predictions of each program averaged in log space
             preds["geomean"] = np.exp(np.mean(np.log([preds[lb] for lb, _ in models]), axis=0))
             uncal["geomean"] = np.exp(np.mean(np.log([uncal[lb] for lb, _ in models]), axis=0))
+            unseen["geomean"] = sorted({t for lb, _ in models for t in unseen[lb]})
         for label in labels:
             p = preds[label]
             err = np.abs(p - m) / m
@@ -271,8 +272,8 @@ def main() -> None:
                         "kendall_tau": float(kendalltau(p, m).statistic), "best_measured_s": float(m.min()),
                         "measured_of_predicted_best_s": float(m[np.argmin(p)]),
                         "median_predicted_over_measured": float(np.median(p / m))}
-            if unseen:  # element types the model never trained on (perfcast.eval.coverage): a warned extrapolation
-                out[key]["unseen_dtypes"] = unseen
+            if unseen[label]:  # element types the model never trained on (perfcast.eval.coverage): a warned guess
+                out[key]["unseen_dtypes"] = unseen[label]
             if ratio is not None:
                 out[key].update(speed_ratio=ratio, uncalibrated_mape=float(np.mean(np.abs(uncal[label] - m) / m)))
             if label == "model" and len(models) > 1:  # how far the models' predictions of one program lie apart
@@ -285,7 +286,7 @@ def main() -> None:
                       f"  best {o['best_measured_s'] * 1e6:.1f} µs, predicted-best "
                       f"{o['measured_of_predicted_best_s'] * 1e6:.1f} µs"
                       + (f"  (uncalibrated MAPE {o['uncalibrated_mape']:.1%})" if ratio is not None else "")
-                      + (f"  [unseen dtypes: {', '.join(unseen)}]" if unseen else "")
+                      + (f"  [unseen dtypes: {', '.join(unseen[label])}]" if unseen[label] else "")
                       + (f"  models apart {o['models_max_over_min']:.2f}x" if "models_max_over_min" in o else ""),
                       flush=True)
     if a.json:
