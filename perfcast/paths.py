@@ -11,8 +11,10 @@ A perfcast dataset is a directory::
       collection/*.json                the settings and machine of each collection run
       summary/latency_hist.png         written by `perfcast data summary`
       features/<tag>/part-*.parquet    model inputs of each records partition (a cache; see perfcast.features.cache)
+      .compact/, .compact.json         while `perfcast data compact` runs: its new partitions and its manifest
 
-Partitions are only ever added (never rewritten), so git keeps every version of a growing dataset.
+Collecting, importing and merging only ever add partitions, so git keeps every version of a growing dataset;
+`perfcast data compact` is the one command that rewrites them (sorted by task, a few large ones).
 """
 
 from __future__ import annotations
@@ -94,6 +96,19 @@ FEATURES = "features"
 
 def features_dir(root: Path) -> Path:
     return Path(root) / FEATURES
+
+
+COMPACT = ".compact"
+
+
+def compact_staging_dir(root: Path) -> Path:
+    """Where `perfcast data compact` writes the new partitions (mirroring DIR's layout) before they replace the old."""
+    return Path(root) / COMPACT
+
+
+def compact_manifest(root: Path) -> Path:
+    """A compaction's commit point: which staged files move in and which old ones go (see `perfcast.data.compact`)."""
+    return Path(root) / (COMPACT + ".json")
 
 
 def bundled_layerwise_dir() -> Path:

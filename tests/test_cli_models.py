@@ -286,6 +286,44 @@ def test_feature_cache_computes_only_wanted_records(mlp_dataset, tmp_path):
     assert all(np.array_equal(a, b) for a, b in zip(Xall.ordering, full.ordering))
 
 
+def test_data_compact_keeps_every_feature_without_recomputing(mlp_dataset, tmp_path, monkeypatch):
+    """`perfcast data compact` (the real entry point) on a dataset with a feature cache: the same records in fewer
+    partitions, and their features read from the carried-over cache, equal to the original's, none recomputed."""
+    import json
+    import math
+    import shutil
+
+    import perfcast.features.cache as cache_mod
+    from perfcast.data.frame import records_frame
+    from perfcast.data.store import Dataset
+
+    data, df = mlp_dataset
+    full = cache_mod.dataset_features(Dataset(data), df, jobs=1, progress=False)
+    copy = shutil.copytree(data, tmp_path / "d")
+    res = _cli("data", "compact", str(copy), "--rows-per-part", "25", "--json")
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    n_parts = math.ceil(len(df) / 25)
+    records = out["tables"]["records"]
+    assert records["partitions_before"] == 2 and records["partitions_after"] == n_parts
+    assert out["feature_cache_files"] == n_parts
+    cdf = records_frame(Dataset(copy))
+    assert sorted(cdf.record_id) == sorted(df.record_id)
+
+    def recompute(*a, **k):
+        raise AssertionError("a feature was recomputed after compaction")
+
+    monkeypatch.setattr(cache_mod, "_compute", recompute)
+    X = cache_mod.dataset_features(Dataset(copy), cdf, jobs=1, progress=False)
+    at = {r: i for i, r in enumerate(df.record_id)}
+    for i, r in enumerate(cdf.record_id):
+        j = at[r]
+        np.testing.assert_array_equal(X.leaves[i], full.leaves[j])
+        np.testing.assert_array_equal(X.stores[i], full.stores[j])
+        np.testing.assert_array_equal(X.ordering[i], full.ordering[j])
+        np.testing.assert_array_equal(X.analytic[i], full.analytic[j])
+
+
 def pq_keys(part) -> set:
     import pyarrow.parquet as pq
 

@@ -548,6 +548,13 @@ def test_calibrate_times_stored_programs_now_and_reports_the_median_ratio(tmp_pa
     assert len(four) == 4 and not set(four["record_id"]) & long_ids and (four["latency_s"] <= REFERENCE_MAX_S).all()
     five = reference_records(Dataset(fifth), c.device_key, programs=5)
     assert len(five) == 5 and five["record_id"].nunique() == 5  # only 4 short ones: drawn among all 6
+    # the draw is a function of the records, not of how they are stored (e.g. before and after a compaction)
+    shuffled = Dataset(str(tmp_path / "f"), create=True)
+    recs = [dataclasses.replace(r, latency_s=1.0) if r.record_id in long_ids else r for r in slow][::-1]
+    shuffled.add_records(recs[:3])
+    shuffled.add_records(recs[3:])
+    three = reference_records(Dataset(fifth), c.device_key, programs=3)["record_id"].tolist()
+    assert reference_records(shuffled, c.device_key, programs=3)["record_id"].tolist() == three
     with pytest.raises(PerfcastError, match="no record of .* timed by perfcast .* to calibrate against"):
         calibrate("local:threads=1", data=second, exclude_networks=("mlp",))
     with pytest.raises(PerfcastError, match="--programs 0: calibrating needs at least one"):

@@ -143,6 +143,8 @@ def test_summary_of_the_imported_dataset(imported):
     assert s["records"] == len(recs) and s["by_status"]["run_error"] == 1
     assert s["tasks"] == 1 and s["tasks_total"] == 1 and s["devices"] == 1 and s["duplicates"] == 0
     assert s["networks"] == 0 and s["network_names"] == []
+    parts = sorted(paths.records_dir(out).glob("part-*.parquet"))
+    assert s["record_partitions"] == len(parts) >= 1 and s["record_bytes"] == sum(p.stat().st_size for p in parts)
     assert s["latency_s"]["median"] == pytest.approx(float(np.median(ok_lat)), rel=1e-12)
     assert s["latency_s"]["min"] == min(ok_lat) and s["latency_s"]["max"] == max(ok_lat)
     assert s["programs_per_task"] == {"median": len(ok_lat), "min": len(ok_lat), "max": len(ok_lat)}
@@ -268,7 +270,7 @@ def test_predict_records_of_a_database(tuned_db, model_of_this_cpu):
     assert f"not calibrated: no record of '{dev}@" in " ".join(res.stderr.split())
 
 
-def test_cli_summary_and_import_json(tuned_db, imported):
+def test_cli_summary_and_import_json(tuned_db, imported, monkeypatch):
     from perfcast.cli.app import app
 
     _, out = imported
@@ -286,6 +288,13 @@ def test_cli_summary_and_import_json(tuned_db, imported):
     res = runner.invoke(app, ["data", "summary", out])
     assert res.exit_code == 0, res.output
     assert "latency_hist.png" in res.stdout
+    parts = sorted(paths.records_dir(out).glob("part-*.parquet"))
+    mb = sum(p.stat().st_size for p in parts) / 1e6
+    stored = f"{len(parts)} partition{'' if len(parts) == 1 else 's'}, {mb:.1f} MB"
+    assert stored in " ".join(res.stdout.split()) and "perfcast data compact" not in res.stdout  # few: no hint
+    monkeypatch.setattr("perfcast.cli.data_cmd.COMPACT_HINT_PARTS", 0)
+    res = runner.invoke(app, ["data", "summary", out], env={"COLUMNS": "300"})
+    assert f"{stored} (`perfcast data compact` rewrites them a third smaller" in res.stdout
 
 
 def test_bundled_dataset_covers_every_zoo_task():

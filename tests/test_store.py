@@ -216,3 +216,140 @@ def test_a_re_measurement_under_a_newer_protocol_supersedes_the_old_record(tmp_p
     s = summarize(str(tmp_path / "d"), plot=str(tmp_path / "h.png"))
     assert (s["records"], s["superseded"], s["duplicates"]) == (2, 1, 0)
     assert s["records_by_protocol"] == {"1": 2, "2": 1}
+
+
+# ---- compaction --------------------------------------------------------------------------------------------------
+def _spread_dataset(root):
+    """Nine records of three tasks in three partitions (not in task order), two task partitions, a network row, a
+    per-partition feature cache for two of the three record partitions and a cache keyed otherwise."""
+    import dataclasses
+
+    import pyarrow as pa
+
+    from perfcast.data.schema import NetworkTaskRecord, TaskRecord
+
+    ds = Dataset(root, create=True)
+    recs = [dataclasses.replace(_rec(i), workload_key=f"k{(7 * i) % 3}") for i in range(9)]
+    for chunk in (recs[:4], recs[4:7], recs[7:]):
+        ds.add_records(chunk)
+    ds.add_tasks([TaskRecord(f"k{i}", "t", "# tir", "[]", 1.0) for i in (2, 0)])
+    ds.add_tasks([TaskRecord("k1", "t", "# tir", "[]", 1.0)])
+    ds.add_network_tasks([NetworkTaskRecord("a", 1, "zoo", "k0", "t", 2)])
+    parts = ds._parts("records")
+    cache = root / "features" / "tagX"
+    cache.mkdir(parents=True)
+    for p in parts:
+        ids = pq.read_table(p, columns=["record_id"]).column(0).to_pylist()
+        if "id8" in ids:
+            continue  # the last partition's features were never computed
+        pq.write_table(pa.table({"record_id": ids, "value": [float(i[2:]) for i in ids]},
+                               schema=pa.schema([("record_id", pa.string()), ("value", pa.float64())],
+                                                metadata={b"feature_tag": b"tagX"})), cache / p.name)
+    (root / "features" / "asm").mkdir()
+    pq.write_table(pa.table({"record_id": ["id0"]}), root / "features" / "asm" / "0123abcd.parquet")
+    return ds, recs
+
+
+def _rows(ds) -> list:
+    return sorted(ds.read("records").to_pylist(), key=lambda r: r["record_id"])
+
+
+def test_compact_rewrites_the_same_rows_sorted_by_task_and_carries_the_feature_cache(tmp_path):
+    from perfcast.data.compact import compact
+
+    ds, recs = _spread_dataset(tmp_path / "d")
+    before, old_parts = _rows(ds), ds._parts("records")
+    out = compact(ds, rows_per_part=4, progress=False)
+    assert out["tables"]["records"] | {"bytes_before": 0, "bytes_after": 0} == {
+        "partitions_before": 3, "partitions_after": 3, "bytes_before": 0, "bytes_after": 0}
+    assert out["tables"]["tasks"]["partitions_before"] == 2 and out["tables"]["tasks"]["partitions_after"] == 1
+    assert out["tables"]["networks"]["partitions_after"] == 1
+    assert _rows(Dataset(tmp_path / "d")) == before  # the same rows, field for field
+    parts = ds._parts("records")
+    assert not set(parts) & set(old_parts)
+    assert [pq.ParquetFile(p).metadata.num_rows for p in parts] == [4, 4, 1]
+    ids = [pq.read_table(p).column("record_id").to_pylist() for p in parts]
+    # k0: ids 0 3 6; k1: 1 4 7; k2: 2 5 8 (record ids sort as strings within a task)
+    assert ids == [["id0", "id3", "id6", "id1"], ["id4", "id7", "id2", "id5"], ["id8"]]
+    assert ds.read("tasks").column("workload_key").to_pylist() == ["k0", "k1", "k2"]
+    # the cache: one file per new partition holding the cached rows of its records (id7, id8 were never cached)
+    cache = tmp_path / "d" / "features" / "tagX"
+    files = sorted(cache.iterdir())
+    assert [f.name for f in files] == [p.name for p in parts[:2]]  # id8 was never cached: no file for its partition
+    got = [pq.read_table(f).to_pydict() for f in files]
+    assert [g["record_id"] for g in got] == [["id0", "id3", "id6", "id1"], ["id4", "id2", "id5"]]
+    assert [g["value"] for g in got] == [[0.0, 3.0, 6.0, 1.0], [4.0, 2.0, 5.0]]
+    assert pq.read_schema(files[0]).metadata[b"feature_tag"] == b"tagX"
+    assert out["feature_cache_files"] == len(files)
+    assert [f.name for f in (tmp_path / "d" / "features" / "asm").iterdir()] == ["0123abcd.parquet"]
+    assert not (tmp_path / "d" / ".compact").exists() and not (tmp_path / "d" / ".compact.json").exists()
+
+
+def test_a_compaction_killed_after_its_manifest_is_finished_by_the_next_open(tmp_path, monkeypatch):
+    import os
+
+    import perfcast.data.compact as compact_mod
+
+    ds, _ = _spread_dataset(tmp_path / "d")
+    before, old_parts = _rows(ds), ds._parts("records")
+
+    def killed(root):
+        raise KeyboardInterrupt  # the kill: after the commit point, before anything moved
+
+    monkeypatch.setattr(compact_mod, "_apply", killed)
+    with pytest.raises(KeyboardInterrupt):
+        compact_mod.compact(ds, rows_per_part=4, progress=False)
+    monkeypatch.undo()
+    plan = json.loads((tmp_path / "d" / ".compact.json").read_text())
+    assert len(plan["moves"]) == 3 + 1 + 1 + 2 and len(plan["removes"]) == 3 + 2 + 1 + 2
+    src, dst = plan["moves"][0]  # a kill in the middle of applying it: one file moved already
+    os.replace(tmp_path / "d" / src, tmp_path / "d" / dst)
+    ds2 = Dataset(tmp_path / "d")
+    assert _rows(ds2) == before and len(ds2._parts("records")) == 3 and not set(ds2._parts("records")) & set(old_parts)
+    assert len(list((tmp_path / "d" / "features" / "tagX").iterdir())) == 2
+    assert not (tmp_path / "d" / ".compact").exists() and not (tmp_path / "d" / ".compact.json").exists()
+
+
+def test_a_compaction_killed_before_its_manifest_leaves_the_dataset_as_it_was(tmp_path, monkeypatch):
+    import perfcast.data.compact as compact_mod
+
+    ds, _ = _spread_dataset(tmp_path / "d")
+    before, old_parts = _rows(ds), ds._parts("records")
+    cache_before = sorted((tmp_path / "d" / "features" / "tagX").iterdir())
+    real, calls = compact_mod._write, []
+
+    def killed_on_the_third_write(table, path):
+        calls.append(path)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        real(table, path)
+
+    monkeypatch.setattr(compact_mod, "_write", killed_on_the_third_write)
+    with pytest.raises(KeyboardInterrupt):
+        compact_mod.compact(ds, rows_per_part=4, progress=False)
+    assert (tmp_path / "d" / ".compact").exists() and not (tmp_path / "d" / ".compact.json").exists()
+    ds2 = Dataset(tmp_path / "d")
+    assert _rows(ds2) == before and ds2._parts("records") == old_parts
+    assert sorted((tmp_path / "d" / "features" / "tagX").iterdir()) == cache_before
+    assert not (tmp_path / "d" / ".compact").exists()
+
+
+def test_compact_errors_are_one_line_and_change_nothing(tmp_path, monkeypatch):
+    from perfcast.data.compact import compact
+
+    ds, _ = _spread_dataset(tmp_path / "d")
+    parts = ds._parts("records")
+    with pytest.raises(PerfcastError, match=r"^--rows-per-part must be at least 1, got 0; the default is 10000$"):
+        compact(ds, rows_per_part=0, progress=False)
+    j = ds.journal()
+    j.append(_rec(20))
+    with pytest.raises(PerfcastError, match=r"has 1 journal file\(s\) of records not yet in a partition .*"
+                                            r"run `perfcast data summary .*` to recover"):
+        compact(ds, progress=False)
+    assert ds._parts("records") == parts
+    import perfcast.data.compact as compact_mod  # a read-only dataset (os.access: root may write anywhere)
+
+    monkeypatch.setattr(compact_mod.os, "access", lambda path, mode: False)
+    with pytest.raises(PerfcastError, match=r"is not writable; copy it \(cp -r .*\) and compact the copy$"):
+        compact(ds, progress=False)
+    assert ds._parts("records") == parts

@@ -22,6 +22,7 @@ app.command("devices", help=devices_cmd.HELP, epilog=devices_cmd.EXAMPLE)(device
 data_app.command("summary", help=data_cmd.SUMMARY_HELP, epilog=data_cmd.SUMMARY_EXAMPLE)(data_cmd.summary)
 data_app.command("import", help=data_cmd.IMPORT_HELP, epilog=data_cmd.IMPORT_EXAMPLE)(data_cmd.import_db)
 data_app.command("merge", help=data_cmd.MERGE_HELP, epilog=data_cmd.MERGE_EXAMPLE)(data_cmd.merge)
+data_app.command("compact", help=data_cmd.COMPACT_HELP, epilog=data_cmd.COMPACT_EXAMPLE)(data_cmd.compact)
 data_app.command("features", help=data_cmd.FEATURES_HELP, epilog=data_cmd.FEATURES_EXAMPLE)(data_cmd.features)
 app.add_typer(data_app, name="data")
 app.command("predict", help=predict_cmd.HELP, epilog=predict_cmd.EXAMPLE)(predict_cmd.predict)

@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 
 from .. import __version__, paths
 from ..errors import PerfcastError
+from .compact import finish_interrupted
 from .schema import (
     READABLE_VERSIONS,
     SCHEMA_VERSION,
@@ -72,6 +73,7 @@ class Dataset:
                                 f"({__version__}) reads versions {', '.join(map(str, READABLE_VERSIONS))}; "
                                 "re-collect it or use the perfcast release that wrote it")
         self.meta = meta
+        finish_interrupted(self.root)  # a compaction a kill interrupted (`perfcast.data.compact`)
 
     # ---- reading ---------------------------------------------------------------------------------------------
     def _parts(self, kind: str) -> list[Path]:

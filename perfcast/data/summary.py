@@ -130,6 +130,8 @@ def summarize(root: str | None, plot: str | None = None) -> dict:
         "by_status": {str(k): int(v) for k, v in sorted(Counter(df["status"]).items())},
         "by_schedule_kind": {str(k): int(v) for k, v in sorted(Counter(ok["schedule_kind"]).items())},
         "journal_pending": pending,
+        "record_partitions": len(ds._parts("records")),  # `perfcast data compact` rewrites many small ones
+        "record_bytes": sum(p.stat().st_size for p in ds._parts("records")),
         "networks": len(per_network),
         "network_names": sorted(per_network),
         "tasks": int(len(ok_per_key)),
