@@ -344,7 +344,7 @@ def test_compact_errors_are_one_line_and_change_nothing(tmp_path, monkeypatch):
     j = ds.journal()
     j.append(_rec(20))
     with pytest.raises(PerfcastError, match=r"has 1 journal file\(s\) of records not yet in a partition .*"
-                                            r"run `perfcast data summary .*` to recover"):
+                                            r"rerun the killed `perfcast collect \.\.\. --out DIR`"):
         compact(ds, progress=False)
     assert ds._parts("records") == parts
     import perfcast.data.compact as compact_mod  # a read-only dataset (os.access: root may write anywhere)

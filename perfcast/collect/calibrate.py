@@ -76,8 +76,8 @@ def reference_records(ds, device_key: str, programs: int, seed: int = 0,
     """`programs` ok records of `device_key` in `ds` timed by perfcast, under the current protocol when the device
     has such records (else under older ones, default kernels only where there are any), drawn with `seed` from
     tasks outside `exclude_networks` (among those with labels <= REFERENCE_MAX_S when there are `programs` of
-    them; the draw does not depend on the records' storage order), with their TVMScript (a DataFrame). `kinds` (schedule kinds among
-    `REFERENCE_KINDS`) overrides the choice of kinds."""
+    them; the draw does not depend on the records' storage order), with their TVMScript (a DataFrame). `kinds`
+    (schedule kinds among `REFERENCE_KINDS`) overrides the choice of kinds."""
     from ..data.frame import records_frame
     from ..data.schema import MEASURE_PROTOCOL
 

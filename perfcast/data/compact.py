@@ -98,8 +98,8 @@ def compact(ds, rows_per_part: int = ROWS_PER_PART, progress: bool = True) -> di
     journals = ds._journals()
     if journals:
         raise PerfcastError(f"{str(root)!r} has {len(journals)} journal file(s) of records not yet in a partition "
-                            "(a collection is running or was killed); let it finish, or run `perfcast data summary "
-                            f"{root}` to recover a killed one's records, then compact")
+                            "(a collection is running or was killed); let it finish, or rerun the killed `perfcast "
+                            "collect ... --out DIR` (it first moves its journal into partitions), then compact")
     t0 = time.perf_counter()
     staging = paths.compact_staging_dir(root)
     shutil.rmtree(staging, ignore_errors=True)
