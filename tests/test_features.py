@@ -679,7 +679,8 @@ def test_dataset_asm_cache_builds_once_then_reads(tmp_path, monkeypatch):
     asm_cache._extractor.cache_clear()
     assert np.isnan(asm_cache.asm_row(record_program(rec, scripts), rec["target_json"])).all()
     gone = sub.iloc[[0]].assign(record_id="no-such-record")
-    with pytest.raises(PerfcastError, match=r"1 records \(e.g. 'no-such-record'\) are not in .*perfcast data summary"):
+    with pytest.raises(PerfcastError, match=r"1 records \(e.g. 'no-such-record'\) are not in .*partitions; records still "
+                                            r"in a journal .* rerun the killed `perfcast collect \.\.\. --out DIR`"):
         asm_cache.dataset_asm(ds, gone, jobs=1, progress=False)
 
 

@@ -205,9 +205,9 @@ def rows_to_build(ds, need: set[str]) -> dict[Path, list[dict]]:
     missing = need.difference(r["record_id"] for rows in out.values() for r in rows)
     if missing:
         raise PerfcastError(f"{len(missing)} records (e.g. {min(missing)!r}) are not in {str(ds.root)!r}'s "
-                            "partitions but in its journal (a collection is running or was killed); let it "
-                            "finish, or rerun the killed `perfcast collect ... --out DIR`, which first moves them "
-                            "into partitions")
+                            "partitions; records still in a journal (of a collection running or killed) are not "
+                            "readable yet: let it finish, or rerun the killed `perfcast collect ... --out DIR`, "
+                            "which first moves its journal into partitions")
     return out
 
 
