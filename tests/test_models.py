@@ -478,8 +478,8 @@ def test_xgb_fits_its_training_programs(mlp_data):
 @pytest.mark.parametrize("name", ["xgb", "mlp"])
 def test_sample_weight_zero_leaves_a_task_unfitted(name, mlp_data):
     """A task whose programs weigh 0 teaches the model nothing: it fits the other tasks, not that one; uniform
-    weights of any size are no weights (they are rescaled to mean 1). The task is chosen by its latencies, not by
-    where its records are stored (a compaction reorders them)."""
+    weights of any size are no weights (they are rescaled to mean 1). The task is chosen by its latencies, the one
+    whose programs the other tasks say least about."""
     sub, X, y, _, _ = mlp_data
     params = {"xgb": dict(threads=1, subsample=1.0, colsample=1.0), "mlp": dict(epochs=40, hidden=32, threads=1)}
     # the MLP's output layer, ten times faster than its two hidden layers: what the others teach does not fit it

@@ -316,7 +316,7 @@ def test_a_compaction_killed_before_its_manifest_leaves_the_dataset_as_it_was(tm
     ds, _ = _spread_dataset(tmp_path / "d")
     before, old_parts = _rows(ds), ds._parts("records")
     cache_before = sorted((tmp_path / "d" / "features" / "tagX").iterdir())
-    real, calls = compact_mod._write, []
+    real, calls = compact_mod.write_durably, []
 
     def killed_on_the_third_write(table, path):
         calls.append(path)
@@ -324,7 +324,7 @@ def test_a_compaction_killed_before_its_manifest_leaves_the_dataset_as_it_was(tm
             raise KeyboardInterrupt
         real(table, path)
 
-    monkeypatch.setattr(compact_mod, "_write", killed_on_the_third_write)
+    monkeypatch.setattr(compact_mod, "write_durably", killed_on_the_third_write)
     with pytest.raises(KeyboardInterrupt):
         compact_mod.compact(ds, rows_per_part=4, progress=False)
     assert (tmp_path / "d" / ".compact").exists() and not (tmp_path / "d" / ".compact.json").exists()

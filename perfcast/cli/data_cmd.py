@@ -17,8 +17,9 @@ IMPORT_EXAMPLE = "Example: perfcast data import work_dir/ --out runs/imported --
 
 COMPACT_HELP = ("Rewrite a dataset's partitions (the bundled one when DIR is omitted) as a few large ones sorted by "
                 "task: collecting adds small partitions, which compress poorly (the bundled records: 59.9 MB in 370 "
-                "partitions, 38.2 MB compacted). Same rows, new order (a seeded random split picks others); feature "
-                "caches are carried over, so nothing is recomputed. Safe to kill: the next open finishes or undoes it.")
+                "partitions, 38.2 MB compacted). The same rows (what models read is ordered by task, not by file); "
+                "feature caches are carried over, so nothing is recomputed. Safe to kill: the next open finishes or "
+                "undoes it.")
 COMPACT_EXAMPLE = "Example: perfcast data compact runs/r18 --rows-per-part 10000"
 COMPACT_HINT_PARTS = 50  # `perfcast data summary` suggests compacting a dataset of more records partitions
 

@@ -76,8 +76,8 @@ def reference_records(ds, device_key: str, programs: int, seed: int = 0,
     """`programs` ok records of `device_key` in `ds` timed by perfcast, under the current protocol when the device
     has such records (else under older ones, default kernels only where there are any), drawn with `seed` from
     tasks outside `exclude_networks` (among those with labels <= REFERENCE_MAX_S when there are `programs` of
-    them; the draw does not depend on the records' storage order), with their TVMScript (a DataFrame). `kinds`
-    (schedule kinds among `REFERENCE_KINDS`) overrides the choice of kinds."""
+    them), with their TVMScript (a DataFrame). `kinds` (schedule kinds among
+    `REFERENCE_KINDS`) overrides the choice of kinds."""
     from ..data.frame import records_frame
     from ..data.schema import MEASURE_PROTOCOL
 
@@ -104,8 +104,7 @@ def reference_records(ds, device_key: str, programs: int, seed: int = 0,
                            f"against; {fix}")
     short = df[df["latency_s"] <= REFERENCE_MAX_S]
     df = short if len(short) >= programs else df
-    # drawn from the records in id order, so the same data gives the same references however it is partitioned
-    df = df.sort_values("record_id").sample(min(programs, len(df)), random_state=seed)
+    df = df.sample(min(programs, len(df)), random_state=seed)
     scripts = ds.read("records", ["record_id", "tir_script"]).to_pandas().drop_duplicates("record_id")
     return df.merge(scripts, on="record_id", how="left")
 

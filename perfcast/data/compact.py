@@ -10,8 +10,8 @@ are kept per records partition (`DIR/features/<tag>/<partition name>`, see `perf
 new partitions, so no feature is recomputed; caches keyed otherwise (the assembly features, by record id) are left
 alone. The tables are read whole, so it needs their uncompressed size in memory (3.8 GB for the bundled dataset's
 160,000 records, mostly their TVMScript). Rows are neither added nor dropped (the new tables hold exactly the old
-rows, checked before anything old is removed), but their order changes, and with it what a seeded random split or
-subsample of the records picks.
+rows, checked before anything old is removed); their order in the files changes, which nothing reads
+(`records_frame` orders records by `RECORD_ORDER` whatever partitions hold them).
 
 Crash safety: the new partitions and cache files are first written under `DIR/.compact/`; the manifest
 `DIR/.compact.json` (which staged files move where, which old files go) is the commit point. Applying it moves the
@@ -35,23 +35,16 @@ import pyarrow.parquet as pq
 
 from .. import paths
 from ..errors import PerfcastError
+from .schema import RECORD_ORDER
+from .store import write_durably
 
 ROWS_PER_PART = 10_000  # rows per compacted partition (partition size barely changes the bytes; see the docstring)
 SORT_KEYS = {  # each table's sort order: a task's rows together
-    "records": ["workload_key", "device_id", "record_id"],
+    "records": list(RECORD_ORDER),
     "tasks": ["workload_key"],
     "networks": ["network", "batch_size", "workload_key"],
 }
 ID_COLUMN = {"records": "record_id", "tasks": "workload_key", "networks": None}
-
-
-def _write(table: pa.Table, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    pq.write_table(table, tmp, compression="zstd", compression_level=9)
-    with open(tmp, "rb") as fh:
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
 
 
 def _apply(root: Path) -> None:
@@ -118,7 +111,7 @@ def compact(ds, rows_per_part: int = ROWS_PER_PART, progress: bool = True) -> di
             job = bar.add_task(f"compacting {kind}", total=table.num_rows)
             for i in range(0, table.num_rows, rows_per_part):
                 name = f"part-{stamp}-compact-{i // rows_per_part:04d}-{uuid.uuid4().hex[:8]}.parquet"
-                _write(table.slice(i, rows_per_part), staging / kind / name)
+                write_durably(table.slice(i, rows_per_part), staging / kind / name)
                 new.append(name)
                 bar.advance(job, min(rows_per_part, table.num_rows - i))
             # the staged files hold exactly the old rows (read back from disk: their count, and their ids)
@@ -166,7 +159,7 @@ def _carry_caches(root: Path, old_names: set[str], new_ids: dict[str, list[str]]
         for name, ids in new_ids.items():
             rows = [row_of[i] for i in ids if i in row_of]
             if rows:
-                _write(cached.take(rows), staging / rel / name)
+                write_durably(cached.take(rows), staging / rel / name)
                 moves.append([f"{paths.COMPACT}/{rel}/{name}", f"{rel}/{name}"])
         removes += [f"{rel}/{f.name}" for f in files]
     return moves, removes

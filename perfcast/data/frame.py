@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..errors import PerfcastError
+from .schema import RECORD_ORDER
 
 FRAME_COLUMNS = ["record_id", "workload_key", "task_name", "program_hash", "schedule_kind", "device_id",
                  "device_spec_json", "target_json", "latency_s", "latency_cv", "build_s", "measure_s", "protocol"]
@@ -17,6 +18,8 @@ def records_frame(ds, status: str = "ok", device: str | None = None, min_protoco
     (`perfcast.devices.base.device_key`); `device` filters on either.
     `networks` (tuple of names) and `task_weight` (occurrences summed over those networks) come from the dataset's
     network table, so a task measured before a later network also used it still counts for that network.
+    Rows come in `RECORD_ORDER` (task, device, record id), whatever partitions hold them, so a seeded split, draw or
+    training run sees the same order before and after a merge or a compaction.
     A program measured on one device under several protocols (`perfcast.data.schema.PROTOCOLS`: re-measured after
     the timing was fixed) appears once, with its highest-protocol record; `min_protocol` drops records of lower
     protocols altogether.
@@ -45,7 +48,7 @@ def records_frame(ds, status: str = "ok", device: str | None = None, min_protoco
         df = df.drop(columns=["nets_", "weight_"])
     df["networks"] = df["networks"].map(lambda x: tuple(x) if x is not None else ())
     df["task_weight"] = df["task_weight"].fillna(1).astype(int)
-    return df.reset_index(drop=True)
+    return df.sort_values(list(RECORD_ORDER), kind="stable").reset_index(drop=True)
 
 
 def latest_protocol(df: pd.DataFrame) -> pd.DataFrame:

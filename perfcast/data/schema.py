@@ -29,6 +29,9 @@ PROTOCOLS = {
        "`perfcast.collect.sentinel`)",
 }
 MEASURE_PROTOCOL = 2  # what `perfcast collect` does now
+# the order of a dataset's records wherever order matters (the frame models train on, merged and compacted
+# partitions): a task's records together, and a function of the records, not of how they are stored
+RECORD_ORDER = ("workload_key", "device_id", "record_id")
 STATUSES = ("ok", "build_error", "run_error", "timeout")
 SCHEDULE_KINDS = ("default", "random", "tuned", "imported")
 

@@ -18,8 +18,8 @@ import pyarrow.parquet as pq
 
 from .. import __version__, paths
 from ..errors import PerfcastError
-from .compact import finish_interrupted
 from .schema import (
+    RECORD_ORDER,
     READABLE_VERSIONS,
     SCHEMA_VERSION,
     MeasureRecord,
@@ -45,6 +45,17 @@ def _fsync_dir(d: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def write_durably(table: pa.Table, path: Path) -> None:
+    """Write a Parquet file (zstd 9) that is whole or absent after a kill: a temporary file, fsync'd, renamed."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    pq.write_table(table, tmp, compression="zstd", compression_level=9)
+    with open(tmp, "rb") as fh:
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
 
 
 PART_RECORDS = 500  # records per partition written by a merge (the collector flushes its journal as often)
@@ -73,6 +84,8 @@ class Dataset:
                                 f"({__version__}) reads versions {', '.join(map(str, READABLE_VERSIONS))}; "
                                 "re-collect it or use the perfcast release that wrote it")
         self.meta = meta
+        from .compact import finish_interrupted
+
         finish_interrupted(self.root)  # a compaction a kill interrupted (`perfcast.data.compact`)
 
     # ---- reading ---------------------------------------------------------------------------------------------
@@ -118,12 +131,7 @@ class Dataset:
         d.mkdir(parents=True, exist_ok=True)
         stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
         name = f"part-{stamp}-{tag + '-' if tag else ''}{uuid.uuid4().hex[:8]}.parquet"
-        tmp = d / f".{name}.tmp"
-        pq.write_table(to_table(rows, _KINDS[kind]), tmp, compression="zstd", compression_level=9)
-        with open(tmp, "rb") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, d / name)
-        _fsync_dir(d)
+        write_durably(to_table(rows, _KINDS[kind]), d / name)
         return d / name
 
     def _upgrade_marker(self) -> None:
@@ -190,7 +198,7 @@ class Dataset:
             recs += [r for r in _read_journal(jp) if r.record_id not in have]
         # partitions of at most PART_RECORDS records, grouped by task: the feature cache is per partition, so a
         # reader of a few tasks (a test, one network) computes a few small partitions, not the whole merge
-        recs.sort(key=lambda r: (r.workload_key, r.device_id, r.record_id))
+        recs.sort(key=lambda r: tuple(getattr(r, k) for k in RECORD_ORDER))
         n = sum(self.add_records(recs[i:i + PART_RECORDS], tag="merged") for i in range(0, len(recs), PART_RECORDS))
         # the settings and machine of every collection run behind the merged records
         src, dst = paths.collection_dir(other.root), paths.collection_dir(self.root)
