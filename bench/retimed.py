@@ -1,0 +1,126 @@
+"""How much of a model's test error is its labels: test programs timed again under a newer measurement protocol.
+
+    python bench/retimed.py [--data DIR] [--model DIR] [--since ISO] [--json]
+
+A program timed again under a newer protocol (`perfcast collect` meeting a program the dataset has under an older one;
+README, Measurement protocol) keeps both records: readers use the newest, the older one is superseded. The model
+(default: the bundled one) predicts the test part of its own split of `--data` (default: the bundled dataset) —
+exactly the programs and labels `perfcast eval` scores — and the bench prints, per device, the test programs with a
+superseded label (with `--since`, an ISO time in UTC such as 2026-12-01T19:55: only those superseded by a record
+timed then or later, i.e. by one round): how the superseded labels compare with the new ones (median old / new, mean
+|old / new - 1|, share within 10 %) and the model's MAPE against each; then the whole test part's metrics
+(`perfcast.eval.metrics.summarize`) with the current labels (what `perfcast eval` prints) and as it was before the
+round: those superseded labels put back and the programs first timed since `--since` left out, same predictions.
+No measuring: the records are the measurements.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import numpy as np
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", default=None, help="dataset directory (default: bundled)")
+    ap.add_argument("--model", default=None, help="model directory (default: the bundled model)")
+    ap.add_argument("--since", default=None,
+                    help="ISO time the re-timing round began: test programs with no older record first timed then "
+                         "or later are new, left out of the before part (default: none left out)")
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args()
+
+    from perfcast.devices.base import device_key_of_json
+    from perfcast.errors import PerfcastError
+    from perfcast.eval.metrics import mape, summarize
+    from perfcast.eval.workflow import _default_split, make_split, open_records
+    from perfcast.features.asm_cache import dataset_asm
+    from perfcast.features.cache import dataset_features
+    from perfcast.models import load_model
+
+    model = load_model(a.model)
+    ds, df = open_records(a.data)
+    name, params, seed = _default_split(model, ds)
+    sp = make_split(df, name, seed, params)
+    test = df.iloc[sp.test].reset_index(drop=True)
+
+    key = ["workload_key", "device_key", "program_hash"]
+    raw = ds.read("records", ["record_id", "workload_key", "program_hash", "device_spec_json", "protocol",
+                              "latency_s", "status", "timestamp"]).to_pandas()
+    raw = raw[raw["status"] == "ok"]
+    specs = raw["device_spec_json"]
+    raw["device_key"] = specs.map({j: device_key_of_json(j) for j in specs.unique()})
+    prev = test[key + ["protocol"]].merge(raw[key + ["protocol", "latency_s", "record_id", "device_spec_json"]].rename(
+        columns={"protocol": "old_protocol", "latency_s": "old_s", "record_id": "old_id",
+                 "device_spec_json": "old_spec"}), on=key, how="left")
+    prev = prev[prev["old_protocol"] < prev["protocol"]]  # superseded records of test programs
+    prev = prev.sort_values("old_protocol").drop_duplicates(key, keep="last")  # the newest superseded one
+    prev = test[key].merge(prev.drop(columns=["protocol"]), on=key, how="left")
+    retimed = prev["old_protocol"].notna().to_numpy().copy()
+    if a.since:  # only labels superseded by the round: records timed again before it are as they were
+        stamp = test[key + ["protocol"]].merge(raw[key + ["protocol", "timestamp"]], on=key + ["protocol"],
+                                               how="left").drop_duplicates(key)["timestamp"].to_numpy()
+        retimed &= stamp >= a.since
+    if not retimed.any():
+        raise PerfcastError(f"no test program of {str(ds.root)!r} has a superseded label; time its programs again "
+                            "under the current protocol first (`perfcast collect` with the commands that collected "
+                            "them, `--out` the dataset)")
+    first = raw.groupby(key)["timestamp"].min()
+    new_prog = np.zeros(len(test), bool)
+    if a.since:
+        new_prog = (test.join(first, on=key)["timestamp"] >= a.since).to_numpy() & ~retimed
+
+    def predict(rows):
+        X = dataset_features(ds, rows, progress=True)
+        if model.needs_asm:
+            X.asm = dataset_asm(ds, rows, progress=True)
+        return model.predict(X)
+
+    # the same programs through their superseded records: the device vector of the probe that timed them then
+    before_rows = test.copy()
+    before_rows.loc[retimed, "record_id"] = prev.loc[retimed, "old_id"].to_numpy()
+    before_rows.loc[retimed, "device_spec_json"] = prev.loc[retimed, "old_spec"].to_numpy()
+    pred, pred_before = predict(test), predict(before_rows)
+    y = test["latency_s"].to_numpy()
+    y_old = np.where(retimed, prev["old_s"].to_numpy(), y)
+
+    devices = {}
+    for d in sorted(set(test.loc[retimed, "device_key"])):
+        m = retimed & (test["device_key"] == d).to_numpy()
+        r = y_old[m] / y[m]
+        devices[d] = {"programs": int(m.sum()), "median_old_over_new": float(np.median(r)),
+                      "mean_abs_ratio_minus_1": float(np.mean(np.abs(r - 1))),
+                      "within_10pct": float(np.mean(np.abs(r - 1) <= 0.10)),
+                      "mape_old": mape(y_old[m], pred_before[m]), "mape_new_labels": mape(y[m], pred_before[m]),
+                      "mape_new": mape(y[m], pred[m]),
+                      "median_prediction_new_over_old_record": float(np.median(pred[m] / pred_before[m]))}
+    keys, w = test["workload_key"].to_numpy(), test["task_weight"].to_numpy()
+    keep = ~new_prog
+    out = {"split": name, "test_programs": len(test), "retimed": int(retimed.sum()),
+           "new_programs": int(new_prog.sum()), "per_device": devices,
+           "before": summarize(y_old[keep], pred_before[keep], keys[keep], w[keep]),
+           "new_labels": summarize(y[keep], pred_before[keep], keys[keep], w[keep]),
+           "current": summarize(y, pred, keys, w)}
+    if a.json:
+        print(json.dumps(out, indent=2))
+        return
+    print(f"{name} test part: {len(test):,} programs; {out['retimed']:,} with a superseded label, "
+          f"{out['new_programs']:,} first timed since {a.since}")
+    print(f"{'device':<50} {'n':>5} {'old/new':>7} {'|r-1|':>6} {'<=10%':>6} {'MAPE old':>8} {'new':>6} "
+          f"{'new rec':>7} {'pred ratio':>10}")
+    for d, v in devices.items():
+        print(f"{d:<50} {v['programs']:>5} {v['median_old_over_new']:>7.3f} {v['mean_abs_ratio_minus_1']:>6.3f} "
+              f"{v['within_10pct']:>6.2f} {100 * v['mape_old']:>7.1f}% {100 * v['mape_new_labels']:>5.1f}% "
+              f"{100 * v['mape_new']:>6.1f}% {v['median_prediction_new_over_old_record']:>10.3f}")
+    for k, what in (("before", "before the round (superseded labels and records, its new programs left out)"),
+                    ("new_labels", "the same programs and predictions, current labels"),
+                    ("current", "all, current labels and records (what perfcast eval prints)")):
+        s = out[k]
+        print(f"{what}: {s['n']:,} programs, MAPE {100 * s['mape']:.1f} %, top-1 {s['top1']:.3f}, "
+              f"Kendall tau {s['kendall_tau']:.3f}")
+
+
+if __name__ == "__main__":
+    main()
