@@ -8,7 +8,8 @@ README, Measurement protocol) keeps both records: readers use the newest, the ol
 exactly the programs and labels `perfcast eval` scores — and the bench prints, per device, the test programs with a
 superseded label (with `--since`, an ISO time in UTC such as 2026-12-01T19:55: only those superseded by a record
 timed then or later, i.e. by one round): how the superseded labels compare with the new ones (median old / new, mean
-|old / new - 1|, share within 10 %) and the model's MAPE against each; then the whole test part's metrics
+|old / new - 1|, share within 10 %) and the model's MAPE against each, the same ratios of the re-timed programs outside
+the test part (which the model may have trained on); then the whole test part's metrics
 (`perfcast.eval.metrics.summarize`) with the current labels (what `perfcast eval` prints) and as it was before the
 round: those superseded labels put back and the programs first timed since `--since` left out, same predictions.
 No measuring: the records are the measurements.
@@ -40,8 +41,18 @@ def main() -> None:
     from perfcast.features.cache import dataset_features
     from perfcast.models import load_model
 
+    import pandas as pd
+
+    since = None
+    if a.since:
+        try:
+            since = pd.Timestamp(a.since)
+        except ValueError as e:
+            raise PerfcastError(f"--since {a.since!r} is not a time; give ISO 8601 in UTC, e.g. "
+                                "2026-12-01T19:55") from e
+        since = since.tz_localize("UTC") if since.tzinfo is None else since
     model = load_model(a.model)
-    ds, df = open_records(a.data)
+    ds, df = open_records(a.data)  # not own_split: it reads every record's features, the bench needs the test part's
     name, params, seed = _default_split(model, ds)
     sp = make_split(df, name, seed, params)
     test = df.iloc[sp.test].reset_index(drop=True)
@@ -50,27 +61,33 @@ def main() -> None:
     raw = ds.read("records", ["record_id", "workload_key", "program_hash", "device_spec_json", "protocol",
                               "latency_s", "status", "timestamp"]).to_pandas()
     raw = raw[raw["status"] == "ok"]
+    raw["timestamp"] = pd.to_datetime(raw["timestamp"], utc=True, format="ISO8601")
     specs = raw["device_spec_json"]
     raw["device_key"] = specs.map({j: device_key_of_json(j) for j in specs.unique()})
-    prev = test[key + ["protocol"]].merge(raw[key + ["protocol", "latency_s", "record_id", "device_spec_json"]].rename(
+    # per record of the dataset (training and test parts): its newest superseded record, if any
+    prev = df[key + ["protocol"]].merge(raw[key + ["protocol", "latency_s", "record_id", "device_spec_json"]].rename(
         columns={"protocol": "old_protocol", "latency_s": "old_s", "record_id": "old_id",
                  "device_spec_json": "old_spec"}), on=key, how="left")
-    prev = prev[prev["old_protocol"] < prev["protocol"]]  # superseded records of test programs
-    prev = prev.sort_values("old_protocol").drop_duplicates(key, keep="last")  # the newest superseded one
-    prev = test[key].merge(prev.drop(columns=["protocol"]), on=key, how="left")
-    retimed = prev["old_protocol"].notna().to_numpy().copy()
-    if a.since:  # only labels superseded by the round: records timed again before it are as they were
-        stamp = test[key + ["protocol"]].merge(raw[key + ["protocol", "timestamp"]], on=key + ["protocol"],
-                                               how="left").drop_duplicates(key)["timestamp"].to_numpy()
-        retimed &= stamp >= a.since
+    prev = prev[prev["old_protocol"] < prev["protocol"]]
+    prev = prev.sort_values("old_protocol").drop_duplicates(key, keep="last")
+    prev = df[key].merge(prev.drop(columns=["protocol"]), on=key, how="left")
+    retimed_all = prev["old_protocol"].notna().to_numpy().copy()
+    if since is not None:  # only labels superseded by the round: records timed again before it are as they were
+        stamp = df[key + ["protocol"]].merge(raw[key + ["protocol", "timestamp"]], on=key + ["protocol"],
+                                             how="left").drop_duplicates(key)["timestamp"]
+        retimed_all &= (stamp >= since).to_numpy()
+    outside = np.setdiff1d(np.flatnonzero(retimed_all), sp.test)  # re-timed programs the model may have trained on
+    ratio_out = prev["old_s"].to_numpy()[outside] / df["latency_s"].to_numpy()[outside]
+    retimed = retimed_all[sp.test]
+    prev = prev.iloc[sp.test].reset_index(drop=True)
     if not retimed.any():
         raise PerfcastError(f"no test program of {str(ds.root)!r} has a superseded label; time its programs again "
                             "under the current protocol first (`perfcast collect` with the commands that collected "
                             "them, `--out` the dataset)")
     first = raw.groupby(key)["timestamp"].min()
     new_prog = np.zeros(len(test), bool)
-    if a.since:
-        new_prog = (test.join(first, on=key)["timestamp"] >= a.since).to_numpy() & ~retimed
+    if since is not None:
+        new_prog = (test.join(first, on=key)["timestamp"] >= since).to_numpy() & ~retimed
 
     def predict(rows):
         X = dataset_features(ds, rows, progress=True)
@@ -78,11 +95,13 @@ def main() -> None:
             X.asm = dataset_asm(ds, rows, progress=True)
         return model.predict(X)
 
-    # the same programs through their superseded records: the device vector of the probe that timed them then
-    before_rows = test.copy()
-    before_rows.loc[retimed, "record_id"] = prev.loc[retimed, "old_id"].to_numpy()
-    before_rows.loc[retimed, "device_spec_json"] = prev.loc[retimed, "old_spec"].to_numpy()
-    pred, pred_before = predict(test), predict(before_rows)
+    # the re-timed programs also through their superseded records (the device vector of the probe that timed them)
+    old_rows = test[retimed].copy()
+    old_rows["record_id"] = prev.loc[retimed, "old_id"].to_numpy()
+    old_rows["device_spec_json"] = prev.loc[retimed, "old_spec"].to_numpy()
+    pred = predict(test)
+    pred_before = pred.copy()
+    pred_before[retimed] = predict(old_rows)
     y = test["latency_s"].to_numpy()
     y_old = np.where(retimed, prev["old_s"].to_numpy(), y)
 
@@ -90,7 +109,8 @@ def main() -> None:
     for d in sorted(set(test.loc[retimed, "device_key"])):
         m = retimed & (test["device_key"] == d).to_numpy()
         r = y_old[m] / y[m]
-        devices[d] = {"programs": int(m.sum()), "median_old_over_new": float(np.median(r)),
+        devices[d] = {"programs": int(m.sum()), "test_programs": int((test["device_key"] == d).sum()),
+                      "median_old_over_new": float(np.median(r)),
                       "mean_abs_ratio_minus_1": float(np.mean(np.abs(r - 1))),
                       "within_10pct": float(np.mean(np.abs(r - 1) <= 0.10)),
                       "mape_old": mape(y_old[m], pred_before[m]), "mape_new_labels": mape(y[m], pred_before[m]),
@@ -99,6 +119,10 @@ def main() -> None:
     keys, w = test["workload_key"].to_numpy(), test["task_weight"].to_numpy()
     keep = ~new_prog
     out = {"split": name, "test_programs": len(test), "retimed": int(retimed.sum()),
+           "retimed_outside_test": {d: {"programs": int((dk == d).sum()),
+                                        "median_old_over_new": float(np.median(ratio_out[dk == d])),
+                                        "mean_abs_ratio_minus_1": float(np.mean(np.abs(ratio_out[dk == d] - 1)))}
+                                    for dk in [df["device_key"].to_numpy()[outside]] for d in sorted(set(dk))},
            "new_programs": int(new_prog.sum()), "per_device": devices,
            "before": summarize(y_old[keep], pred_before[keep], keys[keep], w[keep]),
            "new_labels": summarize(y[keep], pred_before[keep], keys[keep], w[keep]),
@@ -108,12 +132,17 @@ def main() -> None:
         return
     print(f"{name} test part: {len(test):,} programs; {out['retimed']:,} with a superseded label, "
           f"{out['new_programs']:,} first timed since {a.since}")
-    print(f"{'device':<50} {'n':>5} {'old/new':>7} {'|r-1|':>6} {'<=10%':>6} {'MAPE old':>8} {'new':>6} "
+    print("per device: the re-timed test programs (n, of all its test programs)")
+    print(f"{'device':<41} {'n/test':>11} {'old/new':>7} {'|r-1|':>6} {'<=10%':>6} {'MAPE old':>8} {'new':>6} "
           f"{'new rec':>7} {'pred ratio':>10}")
     for d, v in devices.items():
-        print(f"{d:<50} {v['programs']:>5} {v['median_old_over_new']:>7.3f} {v['mean_abs_ratio_minus_1']:>6.3f} "
-              f"{v['within_10pct']:>6.2f} {100 * v['mape_old']:>7.1f}% {100 * v['mape_new_labels']:>5.1f}% "
-              f"{100 * v['mape_new']:>6.1f}% {v['median_prediction_new_over_old_record']:>10.3f}")
+        print(f"{d:<41} {v['programs']:>5}/{v['test_programs']:<5} {v['median_old_over_new']:>7.3f} "
+              f"{v['mean_abs_ratio_minus_1']:>6.3f} {v['within_10pct']:>6.2f} {100 * v['mape_old']:>7.1f}% "
+              f"{100 * v['mape_new_labels']:>5.1f}% {100 * v['mape_new']:>6.1f}% "
+              f"{v['median_prediction_new_over_old_record']:>10.3f}")
+    for d, v in out["retimed_outside_test"].items():
+        print(f"outside the test part, {d}: {v['programs']:,} re-timed programs, old / new median "
+              f"{v['median_old_over_new']:.3f}, mean |r-1| {v['mean_abs_ratio_minus_1']:.3f}")
     for k, what in (("before", "before the round (superseded labels and records, its new programs left out)"),
                     ("new_labels", "the same programs and predictions, current labels"),
                     ("current", "all, current labels and records (what perfcast eval prints)")):
@@ -123,4 +152,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from perfcast.errors import run_with_one_line_errors
+
+    run_with_one_line_errors(main)
