@@ -37,6 +37,33 @@ def test_variants_are_different_targets():
     assert h.peak_fp32_gflops == pytest.approx(2 * h.clock_mhz * 32 / 1000)
 
 
+def test_device_vector_drops_the_probe_drift():
+    """Two readings of one CPU's clock (the bundled znver3 records: 2,445.404 and 2,445.424 MHz) give one feature
+    vector: clock to 10 MHz, peaks to 3 significant figures, by hand; a vector saved before the rounding
+    canonicalizes to it, and `same_device` matches them while another CPU's clock stays apart."""
+    import dataclasses
+    import math
+
+    import numpy as np
+
+    from perfcast.devices.base import canonical_vector
+    from perfcast.models.base import same_device
+
+    h = get_device("local:mcpu=haswell,threads=2")
+    a = dataclasses.replace(h, clock_mhz=2445.404, peak_fp32_gflops=156.505856, peak_fp16_gflops=156.505856)
+    b = dataclasses.replace(h, clock_mhz=2445.424, peak_fp32_gflops=156.507136, peak_fp16_gflops=156.507136)
+    va, vb = a.feature_vector(), b.feature_vector()
+    assert va == vb
+    assert va[0] == math.log2(2450.0) and va[5] == va[6] == math.log2(157.0)
+    assert va[1:5] == [math.log2(h.memory_gb), 0.0, float(h.cores), 2.0] and va[10] == 256.0
+    raw = [math.log2(2445.404)] + va[1:5] + [math.log2(156.505856)] * 2 + va[7:]  # a version-1 vector
+    np.testing.assert_allclose(canonical_vector(raw), va, rtol=0, atol=1e-12)
+    rows = np.float32([raw, va, [math.log2(2596.12)] + va[1:]])
+    assert canonical_vector(rows).dtype == np.float32
+    assert same_device(rows, va).tolist() == [True, True, False]
+    assert canonical_vector([0.0] * 11) == [0.0] * 11  # unknown figures stay unknown
+
+
 @pytest.mark.parametrize("device,match", [
     ("nope", "unknown device 'nope'"),
     ("local:color=red", "unknown option 'color'"),

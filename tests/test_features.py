@@ -780,3 +780,20 @@ def test_cli_data_features_caches_then_resumes(mlp_dataset, tmp_path):
     assert res.exit_code == 0 and json.loads(res.stdout)["asm_built"] == 0
     res = runner.invoke(app, ["data", "features", str(d), "--device", "nosuch"])
     assert isinstance(res.exception, PerfcastError) and "no ok record of device 'nosuch'" in str(res.exception)
+
+
+def test_cache_of_the_device_tagged_name_is_moved_not_rebuilt(tmp_path):
+    """Feature caches were kept under a tag that named the device features too (`ca6-ps1-an3-dev1`); the program
+    features are the same, so `cache_root` moves such a directory to `CACHE_TAG` instead of rebuilding it."""
+    from types import SimpleNamespace
+
+    from perfcast import paths
+    from perfcast.features.cache import CACHE_TAG, FEATURE_TAG, cache_root
+
+    assert FEATURE_TAG == f"{CACHE_TAG}-dev2"
+    old = paths.features_dir(tmp_path) / f"{CACHE_TAG}-dev1"
+    old.mkdir(parents=True)
+    (old / "part-0.parquet").write_bytes(b"cached")
+    root = cache_root(SimpleNamespace(root=tmp_path))
+    assert root == paths.features_dir(tmp_path) / CACHE_TAG and not old.exists()
+    assert (root / "part-0.parquet").read_bytes() == b"cached"

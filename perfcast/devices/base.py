@@ -56,13 +56,44 @@ class DeviceSpec:
         return DeviceSpec(**d)
 
     def feature_vector(self) -> list[float]:
-        """Numeric device features (CDMPP §4.3), log-scaled where the range spans decades."""
+        """Numeric device features (CDMPP §4.3), log-scaled where the range spans decades; the clock and the peaks
+        derived from it rounded (`canonical_vector`)."""
         def lg(x: float) -> float:
             return math.log2(x) if x and x > 0 and not math.isnan(x) else 0.0
 
-        return [lg(self.clock_mhz), lg(self.memory_gb), lg(self.bandwidth_gbps), float(self.cores),
-                float(self.threads), lg(self.peak_fp32_gflops), lg(self.peak_fp16_gflops), lg(self.l1_kb),
-                lg(self.l2_kb), lg(self.l3_kb), float(self.vector_bits)]
+        return canonical_vector([lg(self.clock_mhz), lg(self.memory_gb), lg(self.bandwidth_gbps), float(self.cores),
+                                 float(self.threads), lg(self.peak_fp32_gflops), lg(self.peak_fp16_gflops),
+                                 lg(self.l1_kb), lg(self.l2_kb), lg(self.l3_kb), float(self.vector_bits)])
+
+
+# /proc/cpuinfo's clock of one CPU drifts by hundredths of a MHz from day to day (2,445.404 and 2,445.424 MHz), and a
+# tree model would split between two such readings: device features round it to this step
+CLOCK_STEP_MHZ = 10.0
+_CLOCK, _PEAKS = 0, (5, 6)  # positions in `DeviceSpec.feature_vector()` of log2 clock and log2 peak fp32 / fp16
+
+
+def canonical_vector(vector):
+    """A device feature vector (log2 entries as `DeviceSpec.feature_vector()` makes them) with its clock rounded to
+    `CLOCK_STEP_MHZ` and its peak FLOPS to 3 significant figures, so that one device read on two days (or a vector
+    saved before the rounding) gives one vector. A list gives a list, an array (one vector or rows of them) an
+    array of the same dtype."""
+    import numpy as np
+
+    v = np.array(vector, dtype=np.float64)
+    rows = v.reshape(-1, v.shape[-1])
+    for col in (_CLOCK, *_PEAKS):
+        known = rows[:, col] != 0  # 0: the figure is not known
+        x = np.exp2(rows[known, col])
+        if col == _CLOCK:
+            x = np.round(x / CLOCK_STEP_MHZ) * CLOCK_STEP_MHZ
+        else:  # 3 significant figures: dividing by a power of ten gives the double nearest e.g. 39.1
+            d = 2 - np.floor(np.log10(x))
+            p = 10.0 ** np.abs(d)
+            x = np.where(d >= 0, np.round(x * p) / p, np.round(x / p) * p)
+        rows[known, col] = np.log2(x)
+    if isinstance(vector, list):
+        return rows.reshape(-1).tolist()
+    return rows.reshape(v.shape).astype(np.asarray(vector).dtype)
 
 
 Provider = Callable[[dict[str, str]], DeviceSpec]

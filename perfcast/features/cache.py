@@ -11,8 +11,8 @@
   (`CostModel.needs_asm`); cached apart (`asm_cache`), because building every program takes hours
 
 `dataset_features(ds, records)` computes them for a dataset's records, once: the result of every records partition
-goes to `DIR/features/<FEATURE_TAG>/<partition>.parquet` (or the user cache when DIR is read-only), so new
-partitions add cache files and a change of any extractor's version changes FEATURE_TAG. A scheduled program is
+goes to `DIR/features/<CACHE_TAG>/<partition>.parquet` (or the user cache when DIR is read-only), so new
+partitions add cache files and a change of a program extractor's version changes CACHE_TAG. A scheduled program is
 rebuilt by replaying its trace on its task (about 15 ms; parsing the stored TVMScript takes about 100 ms).
 """
 
@@ -39,12 +39,14 @@ from .per_store import N_PER_STORE, PerStoreExtractor
 
 N_ANALYTIC = len(AnalyticExtractor().feature_names())
 N_DEVICE = len(DeviceExtractor().feature_names())
-FEATURE_TAG = (f"ca{CompactASTExtractor.version}-ps{PerStoreExtractor.version}-an{AnalyticExtractor.version}"
-               f"-dev{DeviceExtractor.version}")
+# the program features a cache holds (device features are computed from each record's spec when read, not cached)
+CACHE_TAG = f"ca{CompactASTExtractor.version}-ps{PerStoreExtractor.version}-an{AnalyticExtractor.version}"
+FEATURE_TAG = f"{CACHE_TAG}-dev{DeviceExtractor.version}"  # what a model was trained on
 # Earlier feature tags whose features are the leading columns of today's (the versions since only appended columns):
 # tag -> (compact-AST leaf columns, analytic columns). A model trained on one of them still loads and predicts; it
-# reads `ProgramFeatures.prefix(...)` of today's features.
-PRIOR_TAGS = {"ca5-ps1-an2-dev1": (48, 19)}
+# reads `ProgramFeatures.prefix(...)` of today's features. Device features version 1 differs from 2 only by the
+# rounding of a probed clock within its day-to-day drift (`devices.base.canonical_vector`).
+PRIOR_TAGS = {"ca5-ps1-an2-dev1": (48, 19), "ca6-ps1-an3-dev1": (LEAF_DIM, N_ANALYTIC)}
 
 
 @dataclass
@@ -231,7 +233,7 @@ def _write_cache(path: Path, rows: list[tuple]) -> None:
     }, schema=pa.schema([("record_id", pa.string()), ("n_leaves", pa.int32()), ("leaves", pa.list_(pa.float32())),
                          ("ordering", pa.list_(pa.int32())), ("n_stores", pa.int32()),
                          ("stores", pa.list_(pa.float32())), ("analytic", pa.list_(pa.float32()))],
-                        metadata={b"feature_tag": FEATURE_TAG.encode()}))
+                        metadata={b"feature_tag": CACHE_TAG.encode()}))
     tmp = path.with_suffix(".tmp")
     pq.write_table(table, tmp, compression="zstd")
     os.replace(tmp, path)
@@ -259,10 +261,13 @@ def _read_cache(path: Path) -> dict[str, tuple]:
     return out
 
 
-def cache_root(ds, tag: str = FEATURE_TAG) -> Path:
+def cache_root(ds, tag: str = CACHE_TAG) -> Path:
     """Where a dataset's feature cache lives: DIR/features/<tag>, or the user cache if DIR is read-only."""
     root = paths.features_dir(ds.root) / tag
+    old = root.with_name(f"{tag}-dev1")  # the same features, kept there while the tag named the device features too
     try:
+        if tag == CACHE_TAG and old.is_dir() and not root.exists():
+            old.rename(root)  # moved, not rebuilt
         root.mkdir(parents=True, exist_ok=True)
         probe = root / ".write-test"
         probe.write_text("")

@@ -17,11 +17,12 @@ class DeviceExtractor(FeatureExtractor):
     """A device (a `DeviceSpec` or a device id such as "local" or "t4") -> float64 vector of length 11.
 
     Entries in `DEVICE_FEATURES` order, as `DeviceSpec.feature_vector()` computes them (log2 where the range spans
-    decades; an unknown figure gives 0).
+    decades; an unknown figure gives 0). Version 2 rounds the clock to 10 MHz and the peak FLOPS to 3 significant
+    figures (`devices.base.canonical_vector`): version 1 carried the probe's day-to-day clock drift.
     """
 
     name = "device"
-    version = 1
+    version = 2
     input_kind = "device"
     ndim = 1
 

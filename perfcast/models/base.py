@@ -135,9 +135,12 @@ class CostModel:
 
 
 def same_device(A, v) -> np.ndarray:
-    """(n,) whether each row of A (n, N_DEVICE) is the device vector v: equal up to 1e-4 relative, because one
-    device's records carry its spec as read on different days (a clock of 2596.148 or 2596.128 MHz)."""
-    return np.isclose(np.asarray(A, np.float32), np.float32(v), rtol=1e-4, atol=1e-6).all(axis=1)
+    """(n,) whether each row of A (n, N_DEVICE) is the device vector v: equal up to 1e-4 relative once both are
+    canonical (`devices.base.canonical_vector`: a vector saved before the clock was rounded still matches)."""
+    from ..devices.base import canonical_vector
+
+    return np.isclose(canonical_vector(np.asarray(A, np.float32)), canonical_vector(np.float32(v)), rtol=1e-4,
+                      atol=1e-6).all(axis=1)
 
 
 def _check_targets(y, n: int) -> np.ndarray:
