@@ -77,7 +77,7 @@ def main() -> None:
     os.environ.setdefault("TVM_NUM_THREADS", str(spec.threads))  # before the runtime's pool exists, and as the
     os.environ.setdefault("TVM_THREAD_POOL_SPIN_COUNT", str(MeasureConfig().spin_count))  # collector's workers
     cores = sorted(os.sched_getaffinity(0))
-    sentinel = Sentinel(spec.target(), spec.threads, tvm.cpu())
+    sentinel = Sentinel(spec.target_json, spec.threads, tvm.cpu())
     program = _program(a.db, spec, a.number) if a.db else None
     rows, times = [], []
     with LauncherPin() as pin:

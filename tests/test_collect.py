@@ -1,5 +1,6 @@
 """Collecting: the isolated worker, random programs, the collector's resume guarantees (real TVM, tiny tasks)."""
 
+import hashlib
 import json
 import os
 import signal
@@ -247,6 +248,25 @@ def test_host_gate_keeps_recent_readings_per_host_across_runs(tmp_path, monkeypa
     assert c.judge([[2e-4, 4e-6]], "k") == [1.0, 1.0]
     c.save()
     assert list(json.loads(store.read_text())) == ["k"]
+
+
+def test_sentinel_is_built_for_the_hosts_cpu_whatever_the_programs_mcpu():
+    """The sentinel measures the host, not the code: an SSE2 (mcpu=x86-64) or AVX2 (haswell) program gets the
+    sentinel of the host's own CPU and shares its baseline; another thread count, or a target that names another
+    triple (not built for the host) or is not llvm, keeps its own."""
+    import tvm
+
+    from perfcast.collect.sentinel import baseline_key, sentinel_target
+
+    host = tvm.target.codegen.llvm_get_system_cpu()
+    sse2 = '{"kind": "llvm", "mcpu": "x86-64", "num-cores": 2}'
+    assert json.loads(sentinel_target(sse2)) == {"kind": "llvm", "mcpu": host, "num-cores": 2}
+    avx2 = '{"kind": "llvm", "mcpu": "haswell", "num-cores": 2}'
+    assert sentinel_target(avx2) == sentinel_target(sse2) and baseline_key(avx2, 2) == baseline_key(sse2, 2)
+    assert baseline_key(sse2, 1) != baseline_key(sse2, 2) and baseline_key(sse2, 2).endswith(
+        hashlib.sha1(sentinel_target(sse2).encode()).hexdigest()[:12])
+    for other in ('{"kind": "llvm", "mtriple": "aarch64-linux-gnu"}', '{"kind": "cuda"}'):
+        assert sentinel_target(other) == other
 
 
 def test_sentinel_kernel_does_its_fixed_work_per_thread(target_json):

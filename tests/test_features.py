@@ -684,6 +684,66 @@ def test_dataset_asm_cache_builds_once_then_reads(tmp_path, monkeypatch):
         asm_cache.dataset_asm(ds, gone, jobs=1, progress=False)
 
 
+def test_a_program_timed_again_copies_its_features_instead_of_building_them(mlp_dataset, tmp_path, monkeypatch):
+    """A program timed again under a newer protocol is a new record of the same program and target: its features and
+    assembly features are copied from its earlier record's cached rows (and cached under its own id), not computed
+    again; only a program whose rows nobody cached is built; the same program for another target is not a copy."""
+    import dataclasses
+    import shutil
+
+    import pandas as pd
+    import pyarrow.parquet as pq
+
+    from perfcast.collect.collector import record_id
+    from perfcast.data.frame import records_frame
+    from perfcast.data.schema import MeasureRecord, from_row
+    from perfcast.data.store import Dataset
+    from perfcast.features import asm_cache
+    from perfcast.features import cache as cache_mod
+
+    src, df = mlp_dataset
+    ds = Dataset(shutil.copytree(src, tmp_path / "d"))  # with the fixture's feature cache
+    old = asm_cache.dataset_asm(ds, df.iloc[:2], jobs=1, progress=False)  # records 0 and 1 only
+    old_X = cache_mod.dataset_features(ds, df, jobs=1, progress=False)
+    rows = {r["record_id"]: r for p in ds._parts("records") for r in pq.read_table(p).to_pylist()}
+
+    def again(i, **change):
+        rec = from_row(MeasureRecord, rows[df.record_id[i]])
+        dev = change.pop("device_id", rec.device_id)
+        return dataclasses.replace(rec, record_id=record_id(rec.workload_key, dev, rec.program_hash, 2), protocol=2,
+                                   device_id=dev, latency_s=rec.latency_s * 1.1, **change)
+
+    new = [again(0), again(2)]  # programs 0 (assembly cached) and 2 (not)
+    other = again(0, device_id="elsewhere", target_json=rows[df.record_id[0]]["target_json"].replace("}", ', "x": 1}'))
+    assert ds.add_records(new + [other]) == 3
+    now = records_frame(ds)
+    assert {r.record_id for r in new} <= set(now.record_id) and df.record_id[0] not in set(now.record_id)
+    monkeypatch.setattr(cache_mod, "_compute_partition", lambda *a: pytest.fail("computed instead of copied"))
+    ids = [r.record_id for r in new]
+    X = cache_mod.dataset_features(ds, now.set_index("record_id").loc[ids].reset_index(), jobs=1, progress=False)
+    for k, i in enumerate((0, 2)):
+        np.testing.assert_array_equal(X.analytic[k], old_X.analytic[i])
+        np.testing.assert_array_equal(X.stores[k], old_X.stores[i])
+        np.testing.assert_array_equal(X.leaves[k], old_X.leaves[i])
+    cached = set().union(*(cache_mod._read_cache(c) for c in cache_mod.cache_root(ds).glob("*.parquet")))
+    assert set(ids) <= cached  # kept under the new ids: the next call reads them
+    assert cache_mod.same_program(ds, {other.record_id}, set(df.record_id)) == {}  # another target: built
+    assert cache_mod.same_program(ds, set(ids), set(df.record_id)) == {ids[0]: df.record_id[0],
+                                                                        ids[1]: df.record_id[2]}
+    counts: dict = {}
+    got = asm_cache.dataset_asm(ds, pd.DataFrame({"record_id": ids}), jobs=1, progress=False, counts=counts)
+    assert counts == {"built": 1, "failed": 0, "copied": 1}
+    np.testing.assert_array_equal(got[0], old[0])
+    r2 = rows[df.record_id[2]]
+    direct = get_extractor("asm", target=r2["target_json"]).extract(
+        cache_mod.record_program(r2, cache_mod.dataset_task_scripts(ds)))
+    np.testing.assert_allclose(got[1], direct.astype(np.float32))
+    assert set(ids) <= set(asm_cache.read_cache(cache_mod.cache_root(ds, asm_cache.ASM_TAG)))
+    counts.clear()
+    asm_cache.dataset_asm(ds, pd.DataFrame({"record_id": ids}), jobs=1, progress=False, counts=counts)
+    assert counts == {"built": 0, "failed": 0, "copied": 0}
+
+
 def test_many_programs_build_their_assembly_over_the_cores_once(progs, vec_axpb, monkeypatch, tmp_path):
     """`programs_asm`: from `PARALLEL_MIN` programs on, worker processes, each program passed as its TVMScript text
     (the same rows, in the same order, as building them in this process); every row kept in the per-user cache, so

@@ -47,7 +47,8 @@ def features(
     line = f"features of {out['records']} records cached in {out['seconds']:.0f} s"
     if asm:
         line += (f"; assembly features: {out['asm_built']} built, {out['asm_failed']} of them "
-                 "failed to build (NaN, which the models take as missing)")
+                 "failed to build (NaN, which the models take as missing), "
+                 f"{out['asm_copied']} copied from an earlier record of the same program")
     print(f"{line}; cache: {', '.join(out['cache'])}")
 
 

@@ -13,12 +13,13 @@ A cloud VM's cores are shared with other tenants below the hypervisor, in two wa
 
 The collector's three rounds (protocol 2, a second or so apart) can all fall in one spell. So the gate times a
 fixed two-part kernel, the *sentinel*, on the same threads as the program (in the worker, with the launching thread
-pinned as for timing), right before and right after each timing round: L1-resident vector multiply-adds (the CPU
-part, ~80 us) and one sweep of 200 KB per thread averaged over 50 calls (the cache part, ~2 us a call). The runner
-keeps a baseline per part (the 10th percentile of its recent readings, per host, target and thread count, across
-runs in a per-user file: `HostGate`); a round whose sentinel's CPU part took more than `MeasureConfig.host_gate`
-(1.5) times its baseline is timed again after a pause, until it passes or `host_wait_s` has gone by (then it is
-kept, and counted as contended).
+pinned as for timing; built for the host's own CPU whatever the program's mcpu: `sentinel_target`), right before and
+right after each timing round: L1-resident vector multiply-adds (the CPU part, ~80 us) and one sweep of 200 KB per
+thread averaged over 50 calls (the cache part, ~2 us a call). The runner keeps a baseline per part (the 10th
+percentile of its recent readings, per host, thread count and sentinel target, across runs in a per-user file:
+`HostGate`); a round whose sentinel's CPU part took more than `MeasureConfig.host_gate` (1.5) times its baseline is
+timed again after a pause, until it passes or `host_wait_s` has gone by (then it is kept, and counted as
+contended).
 
 The cache part is read and reported (each round's `host_parts`) but does not gate (GATED_PARTS): for most
 programs the rounds it flags are hardly slower. `bench/host_gate_value.py` (07:02, 60 programs of this CPU, 5
@@ -74,14 +75,32 @@ def sentinel_module(threads: int, passes: int = SENTINEL_PASSES, width: int = SE
     return tvm.IRModule({"main": main})
 
 
-class Sentinel:
-    """Both parts built for one target, with their inputs; `seconds()` times them: [cpu, cache] seconds (the CPU
-    part's fastest of 3 calls, the cache part's median of 3 means over CACHE_CALLS calls)."""
+@functools.lru_cache(maxsize=None)
+def sentinel_target(target_json: str) -> str:
+    """The target (JSON) the sentinel is built for when programs are built for `target_json`: the same, but for the
+    host's own CPU (`mcpu`), unless the target names another triple. The sentinel measures the host, not the code:
+    its SSE2 build (`mcpu=x86-64`) read over 1.5x its baseline in 12 % (1 thread) and 26 % (2 threads) of readings
+    taken at moments its AVX2 builds on the same core read none (znver3 host, 2026-12-02, 150 interleaved readings
+    each), so a gate built per target re-timed 31-46 % of x86-64 programs' rounds, which were then ~1.5 % slower
+    (median of their round / the record's median round)."""
+    import tvm
 
-    def __init__(self, target, threads: int, device):
+    target = json.loads(target_json)
+    if target.get("kind") != "llvm" or "mtriple" in target:
+        return target_json
+    return json.dumps({**target, "mcpu": tvm.target.codegen.llvm_get_system_cpu()}, sort_keys=True)
+
+
+class Sentinel:
+    """Both parts built for the host's CPU (`sentinel_target` of the programs' `target_json`) and `threads`, with
+    their inputs; `seconds()` times them: [cpu, cache] seconds (the CPU part's fastest of 3 calls, the cache part's
+    median of 3 means over CACHE_CALLS calls)."""
+
+    def __init__(self, target_json: str, threads: int, device):
         import numpy as np
         import tvm
 
+        target = tvm.target.Target(json.loads(sentinel_target(target_json)))
         self._parts = []
         for passes, width, number in ((SENTINEL_PASSES, SENTINEL_WIDTH, 1), (1, CACHE_WIDTH, CACHE_CALLS)):
             lib = tvm.build(sentinel_module(threads, passes, width), target=target)
@@ -125,15 +144,16 @@ def summary(stats: dict) -> str:
 
 @functools.lru_cache(maxsize=None)  # once per target and thread count, not on every batch
 def baseline_key(target_json: str, threads: int) -> str:
-    """What a stored baseline belongs to: this host (its name and CPU model), the thread count and the target (the
-    sentinel's code differs per target: an SSE2 build runs slower than an AVX-512 one)."""
+    """What a stored baseline belongs to: this host (its name and CPU model), the thread count and the sentinel's
+    target (`sentinel_target`: the programs' target for the host's CPU, so every mcpu of one host shares it)."""
     import hashlib
     import platform
 
     from ..devices.local import cpu_model_name
 
     cpu = cpu_model_name() or platform.processor() or "cpu"
-    return f"{platform.node()}/{cpu}/threads={threads}/{hashlib.sha1(target_json.encode()).hexdigest()[:12]}"
+    built = sentinel_target(target_json)
+    return f"{platform.node()}/{cpu}/threads={threads}/{hashlib.sha1(built.encode()).hexdigest()[:12]}"
 
 
 WINDOW = 256  # readings per part a baseline is taken from (the most recent, across runs with a store)
@@ -146,14 +166,14 @@ class HostGate:
     """The parent's side: each sentinel part's baseline, the verdict on each round, and what the gate cost.
 
     A part's baseline is the 10th percentile of its most recent WINDOW readings (before, after, of every round,
-    re-timed ones included), per `key` (`baseline_key`: host, threads, target). Not the fastest reading: the cache
-    part's fastest in a 20-min collection (1.58 us) was about 0.8x its usual reading (the kept rounds' median ratio
-    was 1.26), so 19 % of rounds went over 1.5x it and waited 37 % of the run (2026-12-01 06:29; the cache part no
-    longer gates, see the module docstring). With a `store` (`paths.host_gate_file()`) the window is kept across
-    runs, so a runner that starts inside a spell is judged against the host's recent speed, not against the spell
-    (a 20-s `bench/timers.py` run that learned within itself re-timed none of its rounds inside a cache spell,
-    2026-12-01 05:20). A host that turns slower for good moves the window within about six rounds (a round waiting
-    its whole host_wait_s adds 40 readings); a window older than MAX_AGE_S is not used.
+    re-timed ones included), per `key` (`baseline_key`: host, threads, sentinel target). Not the fastest reading:
+    the cache part's fastest in a 20-min collection (1.58 us) was about 0.8x its usual reading (the kept rounds'
+    median ratio was 1.26), so 19 % of rounds went over 1.5x it and waited 37 % of the run (2026-12-01 06:29; the
+    cache part no longer gates, see the module docstring). With a `store` (`paths.host_gate_file()`) the window is
+    kept across runs, so a runner that starts inside a spell is judged against the host's recent speed, not against
+    the spell (a 20-s `bench/timers.py` run that learned within itself re-timed none of its rounds inside a cache
+    spell, 2026-12-01 05:20). A host that turns slower for good moves the window within about six rounds (a round
+    waiting its whole host_wait_s adds 40 readings); a window older than MAX_AGE_S is not used.
     """
 
     gate: float | None = 1.5

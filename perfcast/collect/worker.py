@@ -108,8 +108,7 @@ def _serve(rfd: int, wfd: int) -> None:
                     from .sentinel import Sentinel
 
                     try:
-                        sentinels[target_of[slot]] = Sentinel(tvm.target.Target(json.loads(target_of[slot])),
-                                                              threads, dev)
+                        sentinels[target_of[slot]] = Sentinel(target_of[slot], threads, dev)
                     except Exception:  # noqa: BLE001 - no gate for this target rather than no measurement
                         sentinels[target_of[slot]] = None
                 sentinel = sentinels[target_of[slot]]

@@ -340,7 +340,7 @@ def measure_network(network: str, batch_size: int, spec, input_shape: str | None
 
     cfg, rounds = MeasureConfig(), []
     gate, key = gate_for(cfg), baseline_key(spec.target_json, spec.threads)
-    sentinel = Sentinel(spec.target(), spec.threads, dev) if cfg.host_gate is not None else None
+    sentinel = Sentinel(spec.target_json, spec.threads, dev) if cfg.host_gate is not None else None
     with LauncherPin() as pin:  # timed as the collector times kernels (protocol 2: collect/worker.py)
         for r in range(cfg.rounds):
             if r:

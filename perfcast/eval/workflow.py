@@ -64,18 +64,19 @@ def cache_features(data=None, device: str | None = None, asm: bool = False, jobs
     seconds (this run's building and reading) and the cache directories."""
     import time
 
-    from ..features.asm_cache import ASM_TAG, read_cache
-    from ..features.cache import cache_root
+    from ..features.asm_cache import ASM_TAG, dataset_asm
+    from ..features.cache import cache_root, dataset_features
 
     ds, df = open_records(data, device)
-    before = set(df["record_id"]).intersection(read_cache(cache_root(ds, ASM_TAG))) if asm else set()
     t0 = time.perf_counter()
-    _, _, X = load_data(ds.root, device=device, progress=progress, asm=asm, jobs=jobs)
+    dataset_features(ds, df, jobs=jobs, progress=progress)
+    counts: dict = {}
+    if asm:
+        dataset_asm(ds, df, jobs=jobs, progress=progress, counts=counts)
     out = {"data": str(ds.root), "records": len(df), "seconds": round(time.perf_counter() - t0, 1),
            "cache": [str(cache_root(ds))]}
     if asm:
-        new = ~df["record_id"].isin(before).to_numpy()
-        out.update(asm_built=int(new.sum()), asm_failed=int((np.isnan(X.asm).all(axis=1) & new).sum()))
+        out.update(asm_built=counts["built"], asm_failed=counts["failed"], asm_copied=counts["copied"])
         out["cache"].append(str(cache_root(ds, ASM_TAG)))
     return out
 

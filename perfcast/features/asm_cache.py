@@ -4,6 +4,7 @@ A record's program is rebuilt (its trace replayed on its task) and compiled by L
 (`target_json`: its device's CPU), so the records of every host are computed on this one; that costs ~0.25 s a
 record, so `dataset_asm` works in chunks of `CHUNK` records over `jobs` processes and writes each chunk to
 DIR/features/asm<version>/ as it finishes: a kill loses at most the chunks in flight, and the next call goes on.
+A record of a program already cached for the same target (a program timed again) gets a copy of its row, unbuilt.
 A program LLVM cannot build, or whose target is not x86 (`asm.not_x86`), gets NaN features (the tree models take
 NaN as missing), never a lost chunk.
 """
@@ -121,14 +122,23 @@ def read_cache(root: Path) -> dict[str, np.ndarray]:
     return out
 
 
-def dataset_asm(ds, records, jobs: int | None = None, progress: bool = True) -> np.ndarray:
+def dataset_asm(ds, records, jobs: int | None = None, progress: bool = True,
+                counts: dict | None = None) -> np.ndarray:
     """(len(records), N_ASM) float32 asm features of `records` (a DataFrame of `ds`'s records), row-aligned,
-    computing the ones not cached yet (see the module docstring)."""
-    from .cache import cache_root, dataset_task_scripts, map_chunks, rows_to_build, scripts_of
+    computing the ones not cached yet (see the module docstring) or copying them from a cached record of the same
+    program and target (`cache.same_program`: a program timed again). `counts`, when given, receives how many rows
+    this call `built` (of them `failed`: NaN) and `copied`."""
+    from .cache import cache_root, dataset_task_scripts, map_chunks, rows_to_build, same_program, scripts_of
 
     root = cache_root(ds, ASM_TAG)
     found = read_cache(root)
     need = set(records["record_id"]).difference(found)
+    alias = same_program(ds, need, found) if need else {}
+    if alias:
+        copies = [(i, found[j]) for i, j in sorted(alias.items())]
+        _write(root, copies)
+        found.update(copies)
+        need.difference_update(alias)
     if need:
         scripts = dataset_task_scripts(ds)
         rows = [r for part_rows in rows_to_build(ds, need).values() for r in part_rows]
@@ -140,4 +150,6 @@ def dataset_asm(ds, records, jobs: int | None = None, progress: bool = True) -> 
             found.update(res)
 
         map_chunks(_chunk, [(c, scripts_of(c, scripts)) for c in chunks], done, jobs, progress, "asm features")
+    if counts is not None:
+        counts.update(built=len(need), failed=sum(int(np.isnan(found[i]).all()) for i in need), copied=len(alias))
     return np.stack([found[i] for i in records["record_id"]]) if len(records) else np.zeros((0, N_ASM), np.float32)

@@ -213,6 +213,22 @@ def rows_to_build(ds, need: set[str]) -> dict[Path, list[dict]]:
     return out
 
 
+def same_program(ds, need: set[str], have) -> dict[str, str]:
+    """Record id in `need` -> a record id in `have` of the same program (workload key and program hash) built for
+    the same target: a program timed again (a newer measurement protocol) is a new record whose program features
+    its earlier record already has, so they are copied, not computed again."""
+    if not have:
+        return {}
+    cols = ["record_id", "workload_key", "program_hash", "target_json"]
+    t = ds.read("records", cols).to_pydict()
+    key_of = {r: (w, h, tj) for r, w, h, tj in zip(*(t[c] for c in cols))}
+    first: dict[tuple, str] = {}
+    for rid in have:
+        if rid in key_of:
+            first.setdefault(key_of[rid], rid)
+    return {rid: first[key_of[rid]] for rid in need if key_of.get(rid) in first}
+
+
 def _compute_partition(rows: list[dict], task_scripts: dict[str, str]) -> list[tuple]:
     """Feature rows of records (dicts with record_id, workload_key, trace_json, tir_script, target_json)."""
     return [(r["record_id"], *program_row(record_program(r, task_scripts), r["target_json"])) for r in rows]
@@ -283,10 +299,10 @@ def cache_root(ds, tag: str = CACHE_TAG) -> Path:
 def dataset_features(ds, records=None, jobs: int | None = None, progress: bool = True) -> ProgramFeatures:
     """Features of `records` (a DataFrame of `ds`'s records; default: all ok records), row-aligned with it.
 
-    Wanted records whose features are not cached yet are computed with `jobs` processes (default: all cores, at
-    most one per partition) and added to their partition's cache file (so a cache file may hold part of its
-    partition: the records some caller wanted); records not in any partition (e.g. still in a journal) are an
-    error.
+    Wanted records whose features are not cached yet are copied from a cached record of the same program and target
+    (`same_program`) or else computed with `jobs` processes (default: all cores, at most one per partition), and
+    added to their partition's cache file (so a cache file may hold part of its partition: the records some caller
+    wanted); records not in any partition (e.g. still in a journal) are an error.
     """
     from ..devices import DeviceSpec
 
@@ -306,12 +322,20 @@ def dataset_features(ds, records=None, jobs: int | None = None, progress: bool =
             cached[cache] = list(rows)
     need = wanted.difference(found)
     if need:
-        task_scripts = dataset_task_scripts(ds)
+        alias = same_program(ds, need, found)
         todo: list[tuple[Path, list[dict], list[tuple]]] = []  # (cache file, rows to compute, rows it already has)
         for part, rows in rows_to_build(ds, need).items():
             cache = root / part.name
-            todo.append((cache, rows, [(i, *found[i]) for i in cached.get(cache, [])]))
-        found.update(_compute(todo, task_scripts, jobs, progress))
+            copies = [(r["record_id"], *found[alias[r["record_id"]]]) for r in rows if r["record_id"] in alias]
+            keep = [(i, *found[i]) for i in cached.get(cache, [])] + copies
+            rest = [r for r in rows if r["record_id"] not in alias]
+            if rest:
+                todo.append((cache, rest, keep))
+            else:
+                _write_cache(cache, keep)
+            found.update((c[0], c[1:]) for c in copies)
+        if todo:
+            found.update(_compute(todo, dataset_task_scripts(ds), jobs, progress))
     devices = {s: np.asarray(DeviceSpec.from_json(s).feature_vector(), np.float32)
                for s in records["device_spec_json"].unique()}
     rows = [found[i] for i in records["record_id"]]
