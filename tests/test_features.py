@@ -702,7 +702,8 @@ def test_a_program_timed_again_copies_its_features_instead_of_building_them(mlp_
     from perfcast.features import cache as cache_mod
 
     src, df = mlp_dataset
-    ds = Dataset(shutil.copytree(src, tmp_path / "d"))  # with the fixture's feature cache
+    # with the fixture's feature cache, without any assembly rows another test may have added to it
+    ds = Dataset(shutil.copytree(src, tmp_path / "d", ignore=shutil.ignore_patterns(asm_cache.ASM_TAG)))
     old = asm_cache.dataset_asm(ds, df.iloc[:2], jobs=1, progress=False)  # records 0 and 1 only
     old_X = cache_mod.dataset_features(ds, df, jobs=1, progress=False)
     rows = {r["record_id"]: r for p in ds._parts("records") for r in pq.read_table(p).to_pylist()}
