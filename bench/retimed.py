@@ -12,7 +12,8 @@ timed then or later, i.e. by one round): how the superseded labels compare with 
 the test part (which the model may have trained on); then the whole test part's metrics
 (`perfcast.eval.metrics.summarize`) with the current labels (what `perfcast eval` prints) and as it was before the
 round: those superseded labels put back and the programs first timed since `--since` left out, same predictions.
-No measuring: the records are the measurements.
+A round that timed only programs outside the test part prints their ratios (the test part's figures then stay as
+they were). No measuring: the records are the measurements.
 """
 
 from __future__ import annotations
@@ -80,8 +81,8 @@ def main() -> None:
     ratio_out = prev["old_s"].to_numpy()[outside] / df["latency_s"].to_numpy()[outside]
     retimed = retimed_all[sp.test]
     prev = prev.iloc[sp.test].reset_index(drop=True)
-    if not retimed.any():
-        raise PerfcastError(f"no test program of {str(ds.root)!r} has a superseded label; time its programs again "
+    if not retimed.any() and not len(outside):  # a round of training programs only: their ratios still print
+        raise PerfcastError(f"no program of {str(ds.root)!r} has a superseded label; time its programs again "
                             "under the current protocol first (`perfcast collect` with the commands that collected "
                             "them, `--out` the dataset)")
     first = raw.groupby(key)["timestamp"].min()
@@ -101,7 +102,8 @@ def main() -> None:
     old_rows["device_spec_json"] = prev.loc[retimed, "old_spec"].to_numpy()
     pred = predict(test)
     pred_before = pred.copy()
-    pred_before[retimed] = predict(old_rows)
+    if retimed.any():
+        pred_before[retimed] = predict(old_rows)
     y = test["latency_s"].to_numpy()
     y_old = np.where(retimed, prev["old_s"].to_numpy(), y)
 

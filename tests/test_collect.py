@@ -269,6 +269,22 @@ def test_sentinel_is_built_for_the_hosts_cpu_whatever_the_programs_mcpu():
         assert sentinel_target(other) == other
 
 
+def test_a_worker_serving_two_mcpus_builds_one_host_sentinel():
+    """The worker's sentinels are cached by the sentinel's target, not the program's: SSE2 and AVX2 programs of one
+    host get the same (real) sentinel object, built once; its CPU part reads a positive time."""
+    import tvm
+
+    from perfcast.collect.sentinel import Sentinel, sentinel_target
+    from perfcast.collect.worker import host_sentinel
+
+    cache: dict = {}
+    sse2 = '{"kind": "llvm", "mcpu": "x86-64", "num-cores": 1}'
+    first = host_sentinel(cache, sse2, 1, tvm.cpu(0))
+    again = host_sentinel(cache, '{"kind": "llvm", "mcpu": "haswell", "num-cores": 1}', 1, tvm.cpu(0))
+    assert isinstance(first, Sentinel) and again is first and list(cache) == [sentinel_target(sse2)]
+    assert first.seconds()[0] > 0
+
+
 def test_sentinel_kernel_does_its_fixed_work_per_thread(target_json):
     """Each row of a sentinel part is updated `passes` times with a <- 0.999 a + 0.001: from zeros, every element
     ends at 1 - 0.999^passes (float32), so its work is fixed and independent of anything measured."""

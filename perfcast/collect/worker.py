@@ -36,10 +36,24 @@ from typing import Callable
 from ..data.schema import MEASURE_PROTOCOL
 from .affinity import LauncherPin
 from .measure import MeasureConfig, make_args
-from .sentinel import baseline_key, gate_for, gated_round
+from .sentinel import baseline_key, gate_for, gated_round, sentinel_target
 
 
 # ---- child side ----------------------------------------------------------------------------------------------
+def host_sentinel(cache: dict, target_json: str, threads: int, dev):
+    """The host sentinel for programs built for `target_json`, from `cache` or built into it (None if it cannot be
+    built: no gate rather than no measurement). Keyed by `sentinel_target`, so every mcpu of this host shares one."""
+    key = sentinel_target(target_json)
+    if key not in cache:
+        from .sentinel import Sentinel
+
+        try:
+            cache[key] = Sentinel(target_json, threads, dev)
+        except Exception:  # noqa: BLE001 - no gate for this target rather than no measurement
+            cache[key] = None
+    return cache[key]
+
+
 def _serve(rfd: int, wfd: int) -> None:
     import tvm
 
@@ -49,7 +63,7 @@ def _serve(rfd: int, wfd: int) -> None:
     dev = tvm.cpu(0)
     args_by_sig: dict[str, list] = {}  # input arrays by argument signature (programs of one task share them)
     progs: dict[int, tuple] = {}  # slot id -> (lib, main function, module, build seconds)
-    sentinels: dict[str, object] = {}  # target JSON -> its host sentinel (`perfcast.collect.sentinel`)
+    sentinels: dict[str, object] = {}  # host sentinels by their target JSON (`host_sentinel`)
     target_of: dict[int, str] = {}  # slot id -> the target JSON its program was built for
     threads = int(os.environ.get("TVM_NUM_THREADS", "1"))
     ran: set[int] = set()  # slots whose program ran in this process (a later round may skip the burn-in)
@@ -104,14 +118,7 @@ def _serve(rfd: int, wfd: int) -> None:
             cfg = MeasureConfig(**req["config"])
             sentinel = None
             if cfg.host_gate is not None:
-                if target_of[slot] not in sentinels:
-                    from .sentinel import Sentinel
-
-                    try:
-                        sentinels[target_of[slot]] = Sentinel(target_of[slot], threads, dev)
-                    except Exception:  # noqa: BLE001 - no gate for this target rather than no measurement
-                        sentinels[target_of[slot]] = None
-                sentinel = sentinels[target_of[slot]]
+                sentinel = host_sentinel(sentinels, target_of[slot], threads, dev)
             with LauncherPin() as pin:  # off the pool threads' cores while timing (see affinity.py)
                 res = gated_round(lambda n, r: lib.time_evaluator("main", dev, number=n, repeat=r)(*args).results,
                                   lambda: f(*args), cfg, pin, sentinel,
