@@ -47,6 +47,14 @@ _spec("mobilenet_v3_small", "mobile", "mobilenet", "MobileNetV3-Small (width 1.0
       f"Howard et al., Searching for MobileNetV3, ICCV 2019; {_TV}", 2_542_856)
 _spec("mnasnet1_0", "mobile", "mobilenet", "MnasNet 1.0 (torchvision variant, no SE), 224x224 RGB -> 1000 logits",
       f"Tan et al., MnasNet: Platform-Aware Neural Architecture Search for Mobile, CVPR 2019; {_TV}", 4_383_312)
+_spec("mobilenet_v3_large", "mobile", "mobilenet", "MobileNetV3-Large (width 1.0), 224x224 RGB -> 1000 logits",
+      f"Howard et al., Searching for MobileNetV3, ICCV 2019; {_TV}", 5_483_032)
+_spec("efficientnet_b0", "mobile", "mobilenet", "EfficientNet-B0 (MBConv + squeeze-excitation, SiLU), 224x224 RGB "
+      "-> 1000 logits",
+      f"Tan & Le, EfficientNet: Rethinking Model Scaling for CNNs, ICML 2019; {_TV}", 5_288_548)
+_spec("resnext50_32x4d", "cnn", "resnet", "ResNeXt-50 32x4d (grouped 3x3 convs in ResNet-50's bottlenecks), "
+      "224x224 RGB -> 1000 logits",
+      f"Xie et al., Aggregated Residual Transformations for Deep Neural Networks, CVPR 2017; {_TV}", 25_028_904)
 _spec("m5", "cnn", "m5", "M5 1-D CNN on raw audio (conv 80/4 then 3-wide, 128-128-256-512, max-pool 4), "
       "(batch, 1, 32000) waveform -> 10 logits",
       "Dai et al., Very Deep Convolutional Neural Networks for Raw Waveforms, ICASSP 2017 (Table 1, M5)", 559_114)

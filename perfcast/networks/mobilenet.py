@@ -1,8 +1,10 @@
 """Mobile CNNs, layer for layer as torchvision's reference implementations:
 
 - MobileNetV2 (Sandler et al., CVPR 2018), width 1.0;
-- MobileNetV3-Small (Howard et al., ICCV 2019), width 1.0 (BatchNorm eps 0.001, hard-swish / hard-sigmoid);
-- MnasNet-A1 1.0 (Tan et al., CVPR 2019) as torchvision's `mnasnet1_0` (no squeeze-excitation).
+- MobileNetV3-Small and -Large (Howard et al., ICCV 2019), width 1.0 (BatchNorm eps 0.001, hard-swish /
+  hard-sigmoid);
+- MnasNet-A1 1.0 (Tan et al., CVPR 2019) as torchvision's `mnasnet1_0` (no squeeze-excitation);
+- EfficientNet-B0 (Tan & Le, ICML 2019): MBConv blocks with SiLU and squeeze-excitation (squeeze = block input / 4).
 """
 
 from __future__ import annotations
@@ -70,16 +72,17 @@ class MobileNetV2(nn.Module):
         return self.classifier(torch.flatten(self.avgpool(self.features(x)), 1))
 
 
-# ---------------------------------------------------------------- MobileNetV3-Small
+# ---------------------------------------------------------------- MobileNetV3-Small / -Large
 
 class SqueezeExcitation(nn.Module):
-    def __init__(self, channels: int, squeeze: int):
+    def __init__(self, channels: int, squeeze: int, act: type[nn.Module] = nn.ReLU,
+                 scale: type[nn.Module] = nn.Hardsigmoid):
         super().__init__()
         self.avgpool = nn.AdaptiveAvgPool2d(1)
         self.fc1 = nn.Conv2d(channels, squeeze, 1)
         self.fc2 = nn.Conv2d(squeeze, channels, 1)
-        self.relu = nn.ReLU()
-        self.scale_activation = nn.Hardsigmoid()
+        self.relu = act()
+        self.scale_activation = scale()
 
     def forward(self, x):
         return x * self.scale_activation(self.fc2(self.relu(self.fc1(self.avgpool(x)))))
@@ -109,19 +112,33 @@ class MobileNetV3Small(nn.Module):
                 (24, 5, 96, 40, True, "HS", 2), (40, 5, 240, 40, True, "HS", 1), (40, 5, 240, 40, True, "HS", 1),
                 (40, 5, 120, 48, True, "HS", 1), (48, 5, 144, 48, True, "HS", 1), (48, 5, 288, 96, True, "HS", 2),
                 (96, 5, 576, 96, True, "HS", 1), (96, 5, 576, 96, True, "HS", 1)]
+    LAST_CHANNEL = 1024
 
-    def __init__(self, num_classes: int = 1000, last_channel: int = 1024):
+    def __init__(self, num_classes: int = 1000):
         super().__init__()
+        cout = self.SETTINGS[-1][3]
+        last_conv = 6 * cout
         layers: list[nn.Module] = [_conv_bn_act(3, 16, 3, 2, act=nn.Hardswish, eps=1e-3)]
         layers += [InvertedResidualV3(*s) for s in self.SETTINGS]
-        layers.append(_conv_bn_act(96, 576, 1, act=nn.Hardswish, eps=1e-3))
+        layers.append(_conv_bn_act(cout, last_conv, 1, act=nn.Hardswish, eps=1e-3))
         self.features = nn.Sequential(*layers)
         self.avgpool = nn.AdaptiveAvgPool2d(1)
-        self.classifier = nn.Sequential(nn.Linear(576, last_channel), nn.Hardswish(), nn.Dropout(0.2),
-                                        nn.Linear(last_channel, num_classes))
+        self.classifier = nn.Sequential(nn.Linear(last_conv, self.LAST_CHANNEL), nn.Hardswish(), nn.Dropout(0.2),
+                                        nn.Linear(self.LAST_CHANNEL, num_classes))
 
     def forward(self, x):
         return self.classifier(torch.flatten(self.avgpool(self.features(x)), 1))
+
+
+class MobileNetV3Large(MobileNetV3Small):
+    # input, kernel, expanded, output, SE, activation, stride: Table 1 of the paper
+    SETTINGS = [(16, 3, 16, 16, False, "RE", 1), (16, 3, 64, 24, False, "RE", 2), (24, 3, 72, 24, False, "RE", 1),
+                (24, 5, 72, 40, True, "RE", 2), (40, 5, 120, 40, True, "RE", 1), (40, 5, 120, 40, True, "RE", 1),
+                (40, 3, 240, 80, False, "HS", 2), (80, 3, 200, 80, False, "HS", 1), (80, 3, 184, 80, False, "HS", 1),
+                (80, 3, 184, 80, False, "HS", 1), (80, 3, 480, 112, True, "HS", 1),
+                (112, 3, 672, 112, True, "HS", 1), (112, 5, 672, 160, True, "HS", 2),
+                (160, 5, 960, 160, True, "HS", 1), (160, 5, 960, 160, True, "HS", 1)]
+    LAST_CHANNEL = 1280
 
 
 # ---------------------------------------------------------------- MnasNet 1.0
@@ -173,6 +190,44 @@ class MNASNet(nn.Module):
         return self.classifier(self.layers(x).mean([2, 3]))
 
 
+# ---------------------------------------------------------------- EfficientNet-B0
+
+class MBConv(nn.Module):
+    def __init__(self, cin: int, cout: int, k: int, stride: int, expand_ratio: int):
+        super().__init__()
+        expanded = _make_divisible(cin * expand_ratio, 8)
+        self.use_res_connect = stride == 1 and cin == cout
+        layers: list[nn.Module] = []
+        if expanded != cin:
+            layers.append(_conv_bn_act(cin, expanded, 1, act=nn.SiLU))
+        layers += [_conv_bn_act(expanded, expanded, k, stride, groups=expanded, act=nn.SiLU),
+                   SqueezeExcitation(expanded, max(1, cin // 4), act=nn.SiLU, scale=nn.Sigmoid),
+                   _conv_bn_act(expanded, cout, 1, act=None)]
+        self.block = nn.Sequential(*layers)
+
+    def forward(self, x):  # stochastic depth is the identity in inference
+        return x + self.block(x) if self.use_res_connect else self.block(x)
+
+
+class EfficientNetB0(nn.Module):
+    # expansion, kernel, stride, input, output, repeats: Table 1 of the paper (width and depth 1.0)
+    SETTINGS = [(1, 3, 1, 32, 16, 1), (6, 3, 2, 16, 24, 2), (6, 5, 2, 24, 40, 2), (6, 3, 2, 40, 80, 3),
+                (6, 5, 1, 80, 112, 3), (6, 5, 2, 112, 192, 4), (6, 3, 1, 192, 320, 1)]
+
+    def __init__(self, num_classes: int = 1000):
+        super().__init__()
+        layers: list[nn.Module] = [_conv_bn_act(3, 32, 3, 2, act=nn.SiLU)]
+        for t, k, s, cin, cout, n in self.SETTINGS:
+            layers += [MBConv(cin if i == 0 else cout, cout, k, s if i == 0 else 1, t) for i in range(n)]
+        layers.append(_conv_bn_act(320, 1280, 1, act=nn.SiLU))
+        self.features = nn.Sequential(*layers)
+        self.avgpool = nn.AdaptiveAvgPool2d(1)
+        self.classifier = nn.Sequential(nn.Dropout(0.2), nn.Linear(1280, num_classes))
+
+    def forward(self, x):
+        return self.classifier(torch.flatten(self.avgpool(self.features(x)), 1))
+
+
 def mobilenet_v2(batch_size: int):
     return MobileNetV2(), (torch.randn(batch_size, 3, IMAGE, IMAGE),)
 
@@ -183,3 +238,11 @@ def mobilenet_v3_small(batch_size: int):
 
 def mnasnet1_0(batch_size: int):
     return MNASNet(), (torch.randn(batch_size, 3, IMAGE, IMAGE),)
+
+
+def mobilenet_v3_large(batch_size: int):
+    return MobileNetV3Large(), (torch.randn(batch_size, 3, IMAGE, IMAGE),)
+
+
+def efficientnet_b0(batch_size: int):
+    return EfficientNetB0(), (torch.randn(batch_size, 3, IMAGE, IMAGE),)

@@ -1,6 +1,8 @@
-"""ResNet-18 / ResNet-50 (He et al., CVPR 2016), layer for layer as torchvision's reference implementation.
+"""ResNet-18 / ResNet-50 (He et al., CVPR 2016) and ResNeXt-50 32x4d (Xie et al., CVPR 2017), layer for layer as
+torchvision's reference implementation.
 
 ResNet-50 uses the torchvision "v1.5" bottleneck (stride on the 3x3 conv), which has the same parameters as v1.
+ResNeXt-50 is the same network with a grouped 3x3 conv of width planes * base_width / 64 * groups in each bottleneck.
 """
 
 from __future__ import annotations
@@ -41,13 +43,15 @@ class BasicBlock(nn.Module):
 class Bottleneck(nn.Module):
     expansion = 4
 
-    def __init__(self, cin: int, planes: int, stride: int = 1, downsample: nn.Module | None = None):
+    def __init__(self, cin: int, planes: int, stride: int = 1, downsample: nn.Module | None = None,
+                 groups: int = 1, base_width: int = 64):
         super().__init__()
-        self.conv1 = _conv1x1(cin, planes)
-        self.bn1 = nn.BatchNorm2d(planes)
-        self.conv2 = _conv3x3(planes, planes, stride)
-        self.bn2 = nn.BatchNorm2d(planes)
-        self.conv3 = _conv1x1(planes, planes * self.expansion)
+        width = int(planes * (base_width / 64.0)) * groups
+        self.conv1 = _conv1x1(cin, width)
+        self.bn1 = nn.BatchNorm2d(width)
+        self.conv2 = nn.Conv2d(width, width, 3, stride=stride, padding=1, groups=groups, bias=False)
+        self.bn2 = nn.BatchNorm2d(width)
+        self.conv3 = _conv1x1(width, planes * self.expansion)
         self.bn3 = nn.BatchNorm2d(planes * self.expansion)
         self.relu = nn.ReLU()
         self.downsample = downsample
@@ -61,9 +65,10 @@ class Bottleneck(nn.Module):
 
 
 class ResNet(nn.Module):
-    def __init__(self, block: type, layers: list[int], num_classes: int = 1000):
+    def __init__(self, block: type, layers: list[int], num_classes: int = 1000, **block_kwargs):
         super().__init__()
         self.inplanes = 64
+        self.block_kwargs = block_kwargs  # groups / base_width of a ResNeXt bottleneck
         self.conv1 = nn.Conv2d(3, 64, 7, stride=2, padding=3, bias=False)
         self.bn1 = nn.BatchNorm2d(64)
         self.relu = nn.ReLU()
@@ -80,9 +85,9 @@ class ResNet(nn.Module):
         if stride != 1 or self.inplanes != planes * block.expansion:
             downsample = nn.Sequential(_conv1x1(self.inplanes, planes * block.expansion, stride),
                                        nn.BatchNorm2d(planes * block.expansion))
-        layers = [block(self.inplanes, planes, stride, downsample)]
+        layers = [block(self.inplanes, planes, stride, downsample, **self.block_kwargs)]
         self.inplanes = planes * block.expansion
-        layers += [block(self.inplanes, planes) for _ in range(1, blocks)]
+        layers += [block(self.inplanes, planes, **self.block_kwargs) for _ in range(1, blocks)]
         return nn.Sequential(*layers)
 
     def forward(self, x):
@@ -97,3 +102,7 @@ def resnet18(batch_size: int):
 
 def resnet50(batch_size: int):
     return ResNet(Bottleneck, [3, 4, 6, 3]), (torch.randn(batch_size, 3, IMAGE, IMAGE),)
+
+
+def resnext50_32x4d(batch_size: int):
+    return ResNet(Bottleneck, [3, 4, 6, 3], groups=32, base_width=4), (torch.randn(batch_size, 3, IMAGE, IMAGE),)
