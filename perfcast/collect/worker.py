@@ -36,7 +36,7 @@ from typing import Callable
 from ..data.schema import MEASURE_PROTOCOL
 from .affinity import LauncherPin
 from .measure import MeasureConfig, make_args
-from .sentinel import baseline_key, gate_for, gated_round, sentinel_target
+from .sentinel import Sentinel, baseline_key, gate_for, gated_round, sentinel_target
 
 
 # ---- child side ----------------------------------------------------------------------------------------------
@@ -45,8 +45,6 @@ def host_sentinel(cache: dict, target_json: str, threads: int, dev):
     built: no gate rather than no measurement). Keyed by `sentinel_target`, so every mcpu of this host shares one."""
     key = sentinel_target(target_json)
     if key not in cache:
-        from .sentinel import Sentinel
-
         try:
             cache[key] = Sentinel(target_json, threads, dev)
         except Exception:  # noqa: BLE001 - no gate for this target rather than no measurement
