@@ -60,8 +60,11 @@ def main() -> None:
     mine = nets.map(lambda t: bool(set(t) & set(wanted))).to_numpy()
     kind = np.where(nets.map(lambda t: set(t) <= set(wanted)), "new",
                     np.where(nets.map(lambda t: bool(set(t) & test_nets)), "test-shared", "train-shared"))
+    if a.device and a.device not in set(df["device_key"]):
+        raise PerfcastError(f"--device {a.device!r} has no records in {str(ds.root)!r}; give one of "
+                            f"{sorted(set(df['device_key']))}")
     devices = [a.device] if a.device else sorted(set(df.loc[mine & (kind == "new"), "device_key"]))
-    if not devices or (a.device and a.device not in set(df["device_key"])):
+    if not devices:
         raise PerfcastError(f"no device of {str(ds.root)!r} timed a task only {wanted} have; give --device, one of "
                             f"{sorted(set(df['device_key']))}")
     rows = mine & df["device_key"].isin(devices).to_numpy()

@@ -61,7 +61,7 @@ def _serve(rfd: int, wfd: int) -> None:
     dev = tvm.cpu(0)
     args_by_sig: dict[str, list] = {}  # input arrays by argument signature (programs of one task share them)
     progs: dict[int, tuple] = {}  # slot id -> (lib, main function, module, build seconds)
-    sentinels: dict[str, object] = {}  # host sentinels by their target JSON (`host_sentinel`)
+    sentinels: dict[str, object] = {}  # host sentinels by the sentinel's target (`host_sentinel`)
     target_of: dict[int, str] = {}  # slot id -> the target JSON its program was built for
     threads = int(os.environ.get("TVM_NUM_THREADS", "1"))
     ran: set[int] = set()  # slots whose program ran in this process (a later round may skip the burn-in)

@@ -117,7 +117,7 @@ class MobileNetV3Small(nn.Module):
     def __init__(self, num_classes: int = 1000):
         super().__init__()
         cout = self.SETTINGS[-1][3]
-        last_conv = 6 * cout
+        last_conv = 6 * cout  # torchvision: the last 1x1 conv widens the last block's output 6x
         layers: list[nn.Module] = [_conv_bn_act(3, 16, 3, 2, act=nn.Hardswish, eps=1e-3)]
         layers += [InvertedResidualV3(*s) for s in self.SETTINGS]
         layers.append(_conv_bn_act(cout, last_conv, 1, act=nn.Hardswish, eps=1e-3))
@@ -219,7 +219,7 @@ class EfficientNetB0(nn.Module):
         layers: list[nn.Module] = [_conv_bn_act(3, 32, 3, 2, act=nn.SiLU)]
         for t, k, s, cin, cout, n in self.SETTINGS:
             layers += [MBConv(cin if i == 0 else cout, cout, k, s if i == 0 else 1, t) for i in range(n)]
-        layers.append(_conv_bn_act(320, 1280, 1, act=nn.SiLU))
+        layers.append(_conv_bn_act(self.SETTINGS[-1][4], 1280, 1, act=nn.SiLU))
         self.features = nn.Sequential(*layers)
         self.avgpool = nn.AdaptiveAvgPool2d(1)
         self.classifier = nn.Sequential(nn.Dropout(0.2), nn.Linear(1280, num_classes))

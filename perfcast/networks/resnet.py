@@ -13,8 +13,8 @@ from torch import nn
 IMAGE = 224
 
 
-def _conv3x3(cin: int, cout: int, stride: int = 1) -> nn.Conv2d:
-    return nn.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=False)
+def _conv3x3(cin: int, cout: int, stride: int = 1, groups: int = 1) -> nn.Conv2d:
+    return nn.Conv2d(cin, cout, 3, stride=stride, padding=1, groups=groups, bias=False)
 
 
 def _conv1x1(cin: int, cout: int, stride: int = 1) -> nn.Conv2d:
@@ -49,7 +49,7 @@ class Bottleneck(nn.Module):
         width = int(planes * (base_width / 64.0)) * groups
         self.conv1 = _conv1x1(cin, width)
         self.bn1 = nn.BatchNorm2d(width)
-        self.conv2 = nn.Conv2d(width, width, 3, stride=stride, padding=1, groups=groups, bias=False)
+        self.conv2 = _conv3x3(width, width, stride, groups)
         self.bn2 = nn.BatchNorm2d(width)
         self.conv3 = _conv1x1(width, planes * self.expansion)
         self.bn3 = nn.BatchNorm2d(planes * self.expansion)
