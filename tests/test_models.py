@@ -294,6 +294,35 @@ def test_model_contract(name, mlp_data, tmp_path):
     assert type(m2) is type(m) and m2.get_params() == m.get_params() and m2.n_train_ == len(tr)
     np.testing.assert_allclose(m2.predict(X), pred, rtol=1e-5)
     np.testing.assert_allclose(m2.predict(X.take([5, 0])), pred[[5, 0]], rtol=1e-5)  # rows are independent
+    if (saved / "weights.pt").exists():  # neural: training ends float16-exact, saved as float16, loads the same
+        import torch
+
+        state = torch.load(saved / "weights.pt", weights_only=True)
+        assert {t.dtype for t in state.values() if t.is_floating_point()} == {torch.float16}
+        np.testing.assert_array_equal(m2.predict(X), pred)
+
+
+def test_round_weights_and_compact_state_by_hand():
+    """round_weights rounds to the nearest float16 (0.1 -> 0.0999755859375, 1 + 2^-12 -> 1) and leaves a tensor
+    float16 cannot hold (1e6) as it is; compact_state stores float16 exactly what it holds and nothing else."""
+    import torch
+
+    from perfcast.models._torch import compact_state, round_weights
+
+    net = torch.nn.Sequential(torch.nn.Linear(2, 1), torch.nn.Linear(1, 1))
+    with torch.no_grad():
+        net[0].weight.copy_(torch.tensor([[0.1, 1 + 2 ** -12]]))
+        net[0].bias.fill_(-3.0)
+        net[1].weight.fill_(1e6)
+        net[1].bias.fill_(2 ** -30)  # below float16's smallest subnormal (2^-24): rounded to 0
+    state = compact_state(net.state_dict())
+    assert [t.dtype for t in state.values()] == [torch.float32, torch.float16, torch.float32, torch.float32]
+    round_weights(net)
+    assert net[0].weight.tolist() == [[0.0999755859375, 1.0]] and net[0].bias.item() == -3.0
+    assert net[1].weight.item() == 1e6 and net[1].bias.item() == 0.0
+    state = compact_state(net.state_dict())
+    assert [t.dtype for t in state.values()] == [torch.float16, torch.float16, torch.float32, torch.float16]
+    assert all(p.dtype == torch.float32 for p in net.parameters())
 
 
 # ------------------------------------------------------------------------------------------- target scale, ensemble

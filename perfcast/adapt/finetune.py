@@ -66,7 +66,7 @@ class FineTune(Method):
         import torch
 
         from ..eval.metrics import mape
-        from ..models._torch import Groups
+        from ..models._torch import Groups, round_weights
         from ..models.ensemble import EnsembleModel
         from ..models.gbdt import _GBDT
         from ..models.losses import make_loss
@@ -149,6 +149,7 @@ class FineTune(Method):
                     break
         if best_state is not None:
             m.net_.load_state_dict(best_state)
+        round_weights(m.net_)  # as after training: what `save` stores
         m.net_.eval()
         m.adapt_info_ = {"method": self.name, "params": p, "epochs": len(history), "n_target": int(len(y)),
                          "best_val_mape": float(best) if val else None}
