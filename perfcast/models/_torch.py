@@ -39,7 +39,7 @@ def round_weights(net) -> None:
     """Rounds `net`'s floating-point parameters and buffers to float16 precision in place (still float32 tensors),
     except a tensor with a value float16 cannot hold (|x| > 65504), which stays as it is. Training and adapting end
     with it, so `save` can store the weights as float16 losslessly: half the file (the bundled cdmpp member 11.0 ->
-    5.5 MB), and a relative change of at most 2^-11 per weight."""
+    5.5 MB) for a change of at most 2^-11 of a weight (absolute 3e-8 below float16's normal range, 6.1e-5)."""
     import torch
 
     with torch.no_grad():
