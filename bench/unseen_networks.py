@@ -4,28 +4,32 @@
 
 The by_network split holds out three networks chosen long ago; a network that joined the dataset after the model was
 trained is a fresh held-out network, and the only kind a user meets. The bench scores the model (default: the bundled
-one) on every stored program of the given networks' tasks (default: the three zoo networks of the fifty-ninth data
-round, mobilenet_v3_large, efficientnet_b0, resnext50_32x4d), on each device that timed a task only they have
-(default), and sorts the tasks in three kinds:
+one) on every stored program of the given networks' tasks (default: the three zoo networks of the sixtieth data
+round, shufflenet_v2_x1_0, regnet_y_400mf and googlenet; the fifty-ninth round's mobilenet_v3_large, efficientnet_b0
+and resnext50_32x4d are the bundled model's training data since 2026-12-02), on each device that timed a task only
+they have (default), and sorts the tasks in three kinds:
 
 - `new`: tasks no other network of the dataset has: no model trained before the networks joined saw them;
 - `test-shared`: tasks a test network of the model's own split also has (never in its training part);
 - `train-shared`: tasks a training network also has: the model may have trained on these very programs.
 
 It prints, per network and kind, programs, tasks, MAPE, median predicted / measured, Kendall tau within tasks and the
-top-1 score (`perfcast.eval.metrics.summarize`, task weights of the dataset). A model trained on data that already
-had these networks scores its own training programs here: hold them out with `perfcast train --split by_network
---param test_networks=...` instead. No measuring: the records are the measurements.
+top-1 score (`perfcast.eval.metrics.summarize`, task weights of the dataset). A model that trained on programs of
+these networks (its info's `train_networks`, which `perfcast train` records) is refused: it would score its own
+training programs. Hold the networks out with `perfcast train --split by_network --param test_networks=...`, or score
+a model from before they joined (the bundled model of commit 1719c9e never saw the fifty-ninth round's three). No
+measuring: the records are the measurements.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 import numpy as np
 
-DEFAULT_NETWORKS = "mobilenet_v3_large,efficientnet_b0,resnext50_32x4d"
+DEFAULT_NETWORKS = "shufflenet_v2_x1_0,regnet_y_400mf,googlenet"
 KINDS = ("new", "test-shared", "train-shared")
 
 
@@ -48,6 +52,15 @@ def main() -> None:
 
     wanted = [n.strip() for n in a.networks.split(",") if n.strip()]
     model = load_model(a.model)
+    seen = (getattr(model, "info_", None) or {}).get("train_networks")
+    if seen is not None and set(wanted) & set(seen):
+        trained = sorted(set(wanted) & set(seen))
+        raise PerfcastError(f"model {a.model or 'bundled'!r} trained on {sum(seen[n] for n in trained):,} programs "
+                            f"of {trained} (its train_networks): score one trained without them (`perfcast train "
+                            "--split by_network --param test_networks=...`) or pick other --networks")
+    if seen is None:
+        print("note: the model does not record its training networks; scoring as if it never saw these",
+              file=sys.stderr)
     ds, df = open_records(a.data)
     known = sorted({n for nets in df["networks"] for n in nets})
     unknown = [n for n in wanted if n not in known]

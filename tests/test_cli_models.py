@@ -407,6 +407,7 @@ def test_eval_min_protocol_rescores_the_same_test_tasks(mlp_dataset, tmp_path):
     r = train(data=ds.root, model="xgb", split="by_network", split_params=sp, out=tmp_path / "m",
               params={"n_estimators": 20, "threads": 1}, progress=False)
     assert r["estimator"].info_["train_dtypes"] == {"float32": r["sizes"]["train"]}  # the mlp's dense layers
+    assert r["estimator"].info_["train_networks"] == {"mlp_twin": r["sizes"]["train"]}  # mlp's own task: test only
     is_test = (df["workload_key"] == test_key).to_numpy()
     assert r["sizes"]["test"] == int((is_test & (df["protocol"] == 2).to_numpy()).sum()) > 0
     own = evaluate(tmp_path / "m", ds.root, progress=False)

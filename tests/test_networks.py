@@ -26,6 +26,9 @@ PUBLISHED = {
     "mobilenet_v3_large": 5_483_032,  # TV MobileNet_V3_Large_Weights.IMAGENET1K_V1
     "efficientnet_b0": 5_288_548,  # TV EfficientNet_B0_Weights.IMAGENET1K_V1
     "resnext50_32x4d": 25_028_904,  # TV ResNeXt50_32X4D_Weights.IMAGENET1K_V1
+    "shufflenet_v2_x1_0": 2_278_604,  # TV ShuffleNet_V2_X1_0_Weights.IMAGENET1K_V1
+    "regnet_y_400mf": 4_344_144,  # TV RegNet_Y_400MF_Weights.IMAGENET1K_V1
+    "googlenet": 6_624_904,  # TV GoogLeNet_Weights.IMAGENET1K_V1 (the weights carry no auxiliary classifiers)
     # TV Inception_V3_Weights.IMAGENET1K_V1 lists 27,161,264 WITH the auxiliary classifier. The zoo builds the
     # inference graph (aux_logits=False): minus InceptionAux = conv0 (768*128 + 2*128) + conv1 (128*768*25 + 2*768)
     # + fc (768*1000 + 1000) = 3,326,696  ->  23,834,568.

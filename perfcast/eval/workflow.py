@@ -153,6 +153,7 @@ def train(data=None, model: str = "cdmpp", split: str = "by_network", out=None, 
                "searched_weight": float(searched_weight),
                "min_protocol": int(min_protocol),
                "train_devices": train_devices(df, sp.train),
+               "train_networks": train_networks(df, sp.train),
                "train_dtypes": training_dtypes(ds, df, sp.train)}
     if intervals is not None:
         m.info_["intervals"] = intervals
@@ -190,6 +191,13 @@ def rank_groups(df) -> np.ndarray:
 def train_devices(df, idx) -> dict:
     """{device key: training records}: which devices a model has seen (`perfcast predict` warns on others)."""
     return {str(k): int(v) for k, v in df["device_key"].iloc[idx].value_counts().items()}
+
+
+def train_networks(df, idx) -> dict:
+    """{network: training records of its tasks} (a task two networks share counts for both; layer suites are
+    networks too): whose programs a model has seen (`bench/unseen_networks.py` refuses to score those as unseen)."""
+    counts = df["networks"].iloc[idx].explode().dropna().value_counts()
+    return {str(k): int(v) for k, v in counts.items()}
 
 
 def trained_on(model, keys) -> np.ndarray:

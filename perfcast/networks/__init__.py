@@ -41,6 +41,9 @@ _spec("inception_v3", "cnn", "inception", "Inception-v3 without the auxiliary cl
       "299x299 RGB -> 1000 logits",
       "Szegedy et al., Rethinking the Inception Architecture for Computer Vision, CVPR 2016; "
       f"{_TV} with aux_logits=False", 23_834_568)
+_spec("googlenet", "cnn", "inception", "GoogLeNet (Inception v1 with batch norm) without the auxiliary classifiers "
+      "(inference graph), 224x224 RGB -> 1000 logits",
+      f"Szegedy et al., Going Deeper with Convolutions, CVPR 2015; {_TV} with aux_logits=False", 6_624_904)
 _spec("mobilenet_v2", "mobile", "mobilenet", "MobileNetV2 (width 1.0), 224x224 RGB -> 1000 logits",
       f"Sandler et al., MobileNetV2: Inverted Residuals and Linear Bottlenecks, CVPR 2018; {_TV}", 3_504_872)
 _spec("mobilenet_v3_small", "mobile", "mobilenet", "MobileNetV3-Small (width 1.0), 224x224 RGB -> 1000 logits",
@@ -55,6 +58,13 @@ _spec("efficientnet_b0", "mobile", "mobilenet", "EfficientNet-B0 (MBConv + squee
 _spec("resnext50_32x4d", "cnn", "resnet", "ResNeXt-50 32x4d (grouped 3x3 convs in ResNet-50's bottlenecks), "
       "224x224 RGB -> 1000 logits",
       f"Xie et al., Aggregated Residual Transformations for Deep Neural Networks, CVPR 2017; {_TV}", 25_028_904)
+_spec("shufflenet_v2_x1_0", "mobile", "shufflenet", "ShuffleNet V2 1.0x (channel split and shuffle), 224x224 RGB "
+      "-> 1000 logits",
+      f"Ma et al., ShuffleNet V2: Practical Guidelines for Efficient CNN Architecture Design, ECCV 2018; {_TV}",
+      2_278_604)
+_spec("regnet_y_400mf", "cnn", "regnet", "RegNetY-400MF (grouped 3x3 bottlenecks, group width 8, "
+      "squeeze-excitation), 224x224 RGB -> 1000 logits",
+      f"Radosavovic et al., Designing Network Design Spaces, CVPR 2020; {_TV}", 4_344_144)
 _spec("m5", "cnn", "m5", "M5 1-D CNN on raw audio (conv 80/4 then 3-wide, 128-128-256-512, max-pool 4), "
       "(batch, 1, 32000) waveform -> 10 logits",
       "Dai et al., Very Deep Convolutional Neural Networks for Raw Waveforms, ICASSP 2017 (Table 1, M5)", 559_114)

@@ -1,6 +1,7 @@
 """Inception-v3 (Szegedy et al., CVPR 2016) at 299x299, as torchvision's `inception_v3` built for inference:
 `aux_logits=False` (the auxiliary classifier only runs in training, so it is not part of the inference graph),
-`transform_input=False`."""
+`transform_input=False`; and GoogLeNet (Inception v1, Szegedy et al., CVPR 2015) at 224x224 as torchvision's
+`googlenet`, likewise without its two auxiliary classifiers and the input transform."""
 
 from __future__ import annotations
 
@@ -152,3 +153,52 @@ class InceptionV3(nn.Module):
 
 def inception_v3(batch_size: int):
     return InceptionV3(), (torch.randn(batch_size, 3, IMAGE, IMAGE),)
+
+
+# ---------------------------------------------------------------- GoogLeNet (Inception v1)
+
+class InceptionV1(nn.Module):
+    """One Inception module of GoogLeNet; the "5x5" branch is 3x3, as in torchvision (and its weights)."""
+
+    def __init__(self, cin: int, c1: int, c3r: int, c3: int, c5r: int, c5: int, pool_proj: int):
+        super().__init__()
+        self.branch1 = BasicConv2d(cin, c1, kernel_size=1)
+        self.branch2 = nn.Sequential(BasicConv2d(cin, c3r, kernel_size=1),
+                                     BasicConv2d(c3r, c3, kernel_size=3, padding=1))
+        self.branch3 = nn.Sequential(BasicConv2d(cin, c5r, kernel_size=1),
+                                     BasicConv2d(c5r, c5, kernel_size=3, padding=1))
+        self.branch4 = nn.Sequential(nn.MaxPool2d(3, 1, 1, ceil_mode=True), BasicConv2d(cin, pool_proj, kernel_size=1))
+
+    def forward(self, x):
+        return torch.cat([self.branch1(x), self.branch2(x), self.branch3(x), self.branch4(x)], 1)
+
+
+class GoogLeNet(nn.Module):
+    # (input, 1x1, 3x3 reduce, 3x3, "5x5" reduce, "5x5", pool projection): Table 1 of Szegedy et al., CVPR 2015
+    MODULES = {"3a": (192, 64, 96, 128, 16, 32, 32), "3b": (256, 128, 128, 192, 32, 96, 64),
+               "4a": (480, 192, 96, 208, 16, 48, 64), "4b": (512, 160, 112, 224, 24, 64, 64),
+               "4c": (512, 128, 128, 256, 24, 64, 64), "4d": (512, 112, 144, 288, 32, 64, 64),
+               "4e": (528, 256, 160, 320, 32, 128, 128), "5a": (832, 256, 160, 320, 32, 128, 128),
+               "5b": (832, 384, 192, 384, 48, 128, 128)}
+
+    def __init__(self, num_classes: int = 1000):
+        super().__init__()
+        m = {k: InceptionV1(*v) for k, v in self.MODULES.items()}
+
+        def pool(k: int = 3):
+            return nn.MaxPool2d(k, 2, ceil_mode=True)
+
+        self.features = nn.Sequential(
+            BasicConv2d(3, 64, kernel_size=7, stride=2, padding=3), pool(),
+            BasicConv2d(64, 64, kernel_size=1), BasicConv2d(64, 192, kernel_size=3, padding=1), pool(),
+            m["3a"], m["3b"], pool(), m["4a"], m["4b"], m["4c"], m["4d"], m["4e"], pool(2), m["5a"], m["5b"])
+        self.avgpool = nn.AdaptiveAvgPool2d(1)
+        self.dropout = nn.Dropout(0.2)
+        self.fc = nn.Linear(1024, num_classes)
+
+    def forward(self, x):
+        return self.fc(self.dropout(torch.flatten(self.avgpool(self.features(x)), 1)))
+
+
+def googlenet(batch_size: int):
+    return GoogLeNet(), (torch.randn(batch_size, 3, 224, 224),)
