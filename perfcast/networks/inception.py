@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from torch import nn
 
 IMAGE = 299
+IMAGE_GOOGLENET = 224
 
 
 class BasicConv2d(nn.Module):
@@ -201,4 +202,4 @@ class GoogLeNet(nn.Module):
 
 
 def googlenet(batch_size: int):
-    return GoogLeNet(), (torch.randn(batch_size, 3, 224, 224),)
+    return GoogLeNet(), (torch.randn(batch_size, 3, IMAGE_GOOGLENET, IMAGE_GOOGLENET),)
