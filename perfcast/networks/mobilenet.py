@@ -23,8 +23,10 @@ def _make_divisible(v: float, divisor: int = 8, min_value: int | None = None) ->
     return new_v
 
 
-def _conv_bn_act(cin: int, cout: int, k: int = 3, stride: int = 1, groups: int = 1,
-                 act: type[nn.Module] | None = nn.ReLU6, eps: float = 1e-5) -> nn.Sequential:
+def conv_bn_act(cin: int, cout: int, k: int = 3, stride: int = 1, groups: int = 1,
+                act: type[nn.Module] | None = nn.ReLU6, eps: float = 1e-5) -> nn.Sequential:
+    """Conv2d (no bias, 'same' padding for odd k) + BatchNorm2d (+ `act`): the block torchvision's MobileNets,
+    EfficientNet, RegNet and ShuffleNetV2 are built of (regnet.py and shufflenet.py import it)."""
     layers: list[nn.Module] = [nn.Conv2d(cin, cout, k, stride, (k - 1) // 2, groups=groups, bias=False),
                                nn.BatchNorm2d(cout, eps=eps)]
     if act is not None:
@@ -41,8 +43,8 @@ class InvertedResidualV2(nn.Module):
         self.use_res_connect = stride == 1 and cin == cout
         layers: list[nn.Module] = []
         if expand_ratio != 1:
-            layers.append(_conv_bn_act(cin, hidden, 1))
-        layers += [_conv_bn_act(hidden, hidden, 3, stride, groups=hidden),
+            layers.append(conv_bn_act(cin, hidden, 1))
+        layers += [conv_bn_act(hidden, hidden, 3, stride, groups=hidden),
                    nn.Conv2d(hidden, cout, 1, bias=False), nn.BatchNorm2d(cout)]
         self.conv = nn.Sequential(*layers)
 
@@ -58,12 +60,12 @@ class MobileNetV2(nn.Module):
     def __init__(self, num_classes: int = 1000):
         super().__init__()
         cin, last = 32, 1280
-        layers: list[nn.Module] = [_conv_bn_act(3, cin, 3, 2)]
+        layers: list[nn.Module] = [conv_bn_act(3, cin, 3, 2)]
         for t, c, n, s in self.SETTINGS:
             for i in range(n):
                 layers.append(InvertedResidualV2(cin, c, s if i == 0 else 1, t))
                 cin = c
-        layers.append(_conv_bn_act(cin, last, 1))
+        layers.append(conv_bn_act(cin, last, 1))
         self.features = nn.Sequential(*layers)
         self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
         self.classifier = nn.Sequential(nn.Dropout(0.2), nn.Linear(last, num_classes))
@@ -95,11 +97,11 @@ class InvertedResidualV3(nn.Module):
         self.use_res_connect = stride == 1 and cin == cout
         layers: list[nn.Module] = []
         if expanded != cin:
-            layers.append(_conv_bn_act(cin, expanded, 1, act=act_layer, eps=1e-3))
-        layers.append(_conv_bn_act(expanded, expanded, k, stride, groups=expanded, act=act_layer, eps=1e-3))
+            layers.append(conv_bn_act(cin, expanded, 1, act=act_layer, eps=1e-3))
+        layers.append(conv_bn_act(expanded, expanded, k, stride, groups=expanded, act=act_layer, eps=1e-3))
         if use_se:
             layers.append(SqueezeExcitation(expanded, _make_divisible(expanded // 4, 8)))
-        layers.append(_conv_bn_act(expanded, cout, 1, act=None, eps=1e-3))
+        layers.append(conv_bn_act(expanded, cout, 1, act=None, eps=1e-3))
         self.block = nn.Sequential(*layers)
 
     def forward(self, x):
@@ -118,9 +120,9 @@ class MobileNetV3Small(nn.Module):
         super().__init__()
         cout = self.SETTINGS[-1][3]
         last_conv = 6 * cout  # torchvision: the last 1x1 conv widens the last block's output 6x
-        layers: list[nn.Module] = [_conv_bn_act(3, 16, 3, 2, act=nn.Hardswish, eps=1e-3)]
+        layers: list[nn.Module] = [conv_bn_act(3, 16, 3, 2, act=nn.Hardswish, eps=1e-3)]
         layers += [InvertedResidualV3(*s) for s in self.SETTINGS]
-        layers.append(_conv_bn_act(cout, last_conv, 1, act=nn.Hardswish, eps=1e-3))
+        layers.append(conv_bn_act(cout, last_conv, 1, act=nn.Hardswish, eps=1e-3))
         self.features = nn.Sequential(*layers)
         self.avgpool = nn.AdaptiveAvgPool2d(1)
         self.classifier = nn.Sequential(nn.Linear(last_conv, self.LAST_CHANNEL), nn.Hardswish(), nn.Dropout(0.2),
@@ -199,10 +201,10 @@ class MBConv(nn.Module):
         self.use_res_connect = stride == 1 and cin == cout
         layers: list[nn.Module] = []
         if expanded != cin:
-            layers.append(_conv_bn_act(cin, expanded, 1, act=nn.SiLU))
-        layers += [_conv_bn_act(expanded, expanded, k, stride, groups=expanded, act=nn.SiLU),
+            layers.append(conv_bn_act(cin, expanded, 1, act=nn.SiLU))
+        layers += [conv_bn_act(expanded, expanded, k, stride, groups=expanded, act=nn.SiLU),
                    SqueezeExcitation(expanded, max(1, cin // 4), act=nn.SiLU, scale=nn.Sigmoid),
-                   _conv_bn_act(expanded, cout, 1, act=None)]
+                   conv_bn_act(expanded, cout, 1, act=None)]
         self.block = nn.Sequential(*layers)
 
     def forward(self, x):  # stochastic depth is the identity in inference
@@ -216,10 +218,10 @@ class EfficientNetB0(nn.Module):
 
     def __init__(self, num_classes: int = 1000):
         super().__init__()
-        layers: list[nn.Module] = [_conv_bn_act(3, 32, 3, 2, act=nn.SiLU)]
+        layers: list[nn.Module] = [conv_bn_act(3, 32, 3, 2, act=nn.SiLU)]
         for t, k, s, cin, cout, n in self.SETTINGS:
             layers += [MBConv(cin if i == 0 else cout, cout, k, s if i == 0 else 1, t) for i in range(n)]
-        layers.append(_conv_bn_act(self.SETTINGS[-1][4], 1280, 1, act=nn.SiLU))
+        layers.append(conv_bn_act(self.SETTINGS[-1][4], 1280, 1, act=nn.SiLU))
         self.features = nn.Sequential(*layers)
         self.avgpool = nn.AdaptiveAvgPool2d(1)
         self.classifier = nn.Sequential(nn.Dropout(0.2), nn.Linear(1280, num_classes))

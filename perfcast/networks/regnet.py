@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .mobilenet import SqueezeExcitation, _conv_bn_act
+from .mobilenet import SqueezeExcitation, conv_bn_act
 
 IMAGE = 224
 
@@ -15,12 +15,12 @@ IMAGE = 224
 class RegNetBlock(nn.Module):
     def __init__(self, cin: int, cout: int, stride: int, group_width: int = 8, se_ratio: float = 0.25):
         super().__init__()
-        self.proj = (_conv_bn_act(cin, cout, 1, stride, act=None) if cin != cout or stride != 1 else None)
+        self.proj = (conv_bn_act(cin, cout, 1, stride, act=None) if cin != cout or stride != 1 else None)
         self.f = nn.Sequential(
-            _conv_bn_act(cin, cout, 1, act=nn.ReLU),
-            _conv_bn_act(cout, cout, 3, stride, groups=cout // group_width, act=nn.ReLU),
+            conv_bn_act(cin, cout, 1, act=nn.ReLU),
+            conv_bn_act(cout, cout, 3, stride, groups=cout // group_width, act=nn.ReLU),
             SqueezeExcitation(cout, int(round(se_ratio * cin)), act=nn.ReLU, scale=nn.Sigmoid),
-            _conv_bn_act(cout, cout, 1, act=None))
+            conv_bn_act(cout, cout, 1, act=None))
         self.relu = nn.ReLU()
 
     def forward(self, x):
@@ -34,7 +34,7 @@ class RegNetY400MF(nn.Module):
 
     def __init__(self, num_classes: int = 1000):
         super().__init__()
-        layers: list[nn.Module] = [_conv_bn_act(3, 32, 3, 2, act=nn.ReLU)]
+        layers: list[nn.Module] = [conv_bn_act(3, 32, 3, 2, act=nn.ReLU)]
         cin = 32
         for width, depth in self.STAGES:
             layers += [RegNetBlock(cin if i == 0 else width, width, 2 if i == 0 else 1) for i in range(depth)]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .mobilenet import _conv_bn_act
+from .mobilenet import conv_bn_act
 
 IMAGE = 224
 
@@ -22,11 +22,11 @@ class ShuffleUnit(nn.Module):
         half = cout // 2
         self.stride = stride
         if stride > 1:  # the downsampling unit: both branches see the whole input
-            self.branch1 = nn.Sequential(_conv_bn_act(cin, cin, 3, stride, groups=cin, act=None),
-                                         _conv_bn_act(cin, half, 1, act=nn.ReLU))
-        self.branch2 = nn.Sequential(_conv_bn_act(cin if stride > 1 else half, half, 1, act=nn.ReLU),
-                                     _conv_bn_act(half, half, 3, stride, groups=half, act=None),
-                                     _conv_bn_act(half, half, 1, act=nn.ReLU))
+            self.branch1 = nn.Sequential(conv_bn_act(cin, cin, 3, stride, groups=cin, act=None),
+                                         conv_bn_act(cin, half, 1, act=nn.ReLU))
+        self.branch2 = nn.Sequential(conv_bn_act(cin if stride > 1 else half, half, 1, act=nn.ReLU),
+                                     conv_bn_act(half, half, 3, stride, groups=half, act=None),
+                                     conv_bn_act(half, half, 1, act=nn.ReLU))
 
     def forward(self, x):
         if self.stride == 1:
@@ -43,14 +43,14 @@ class ShuffleNetV2(nn.Module):
     def __init__(self, num_classes: int = 1000):
         super().__init__()
         w = self.WIDTHS
-        self.conv1 = _conv_bn_act(3, w[0], 3, 2, act=nn.ReLU)
+        self.conv1 = conv_bn_act(3, w[0], 3, 2, act=nn.ReLU)
         self.maxpool = nn.MaxPool2d(3, 2, 1)
         stages, cin = [], w[0]
         for n, cout in zip(self.REPEATS, w[1:4]):
             stages.append(nn.Sequential(ShuffleUnit(cin, cout, 2), *[ShuffleUnit(cout, cout, 1) for _ in range(n - 1)]))
             cin = cout
         self.stages = nn.Sequential(*stages)
-        self.conv5 = _conv_bn_act(cin, w[4], 1, act=nn.ReLU)
+        self.conv5 = conv_bn_act(cin, w[4], 1, act=nn.ReLU)
         self.fc = nn.Linear(w[4], num_classes)
 
     def forward(self, x):
