@@ -44,8 +44,7 @@ class InvertedResidualV2(nn.Module):
         layers: list[nn.Module] = []
         if expand_ratio != 1:
             layers.append(conv_bn_act(cin, hidden, 1))
-        layers += [conv_bn_act(hidden, hidden, 3, stride, groups=hidden),
-                   nn.Conv2d(hidden, cout, 1, bias=False), nn.BatchNorm2d(cout)]
+        layers += [conv_bn_act(hidden, hidden, 3, stride, groups=hidden), conv_bn_act(hidden, cout, 1, act=None)]
         self.conv = nn.Sequential(*layers)
 
     def forward(self, x):
