@@ -389,64 +389,11 @@ def test_analytic_vectorized_parallel(progs):
                  "max_vector_extent": 16, "n_leaves": 1, "max_nest_depth": 3, "n_buffers": 2,
                  "arg_bytes": 8 * 64 * 4 + 8 * 64 * 2,
                  # A (2 KiB) and B (1 KiB) each read once, contiguously: 48 lines
-                 "footprint_bytes": 3072, **{f"traffic_bytes_{name}": 3072 for name in TRAFFIC_NAMES},
-                 # no reduction: no accumulator tile; B's store moves one float16 (2 bytes) along the innermost loop
-                 # j1 (16, vectorized by the schedule: no tail left to LLVM)
-                 **UPDATE_ZERO, "tail_contig_loop": 0}
+                 "footprint_bytes": 3072, **{f"traffic_bytes_{name}": 3072 for name in TRAFFIC_NAMES}}
     ex = get_extractor("analytic")
     np.testing.assert_array_equal(ex.extract(progs["vp"]), [f[k] for k in ANALYTIC_FEATURES])
     np.testing.assert_allclose(get_extractor("analytic", log=True).extract(progs["vp"]),
                                np.log2(1 + ex.extract(progs["vp"])))
-
-
-UPDATE_ZERO = {k: 0.0 for k in ANALYTIC_FEATURES if k.startswith(("acc_", "tail_"))}
-
-
-def outer_reduction(naive_matmul, rows: int, cols: int):
-    """C[rows, cols] += A[rows, 16] * B[16, cols] (conftest's matmul) with the reduction loop k moved outermost (a
-    schedule's reorder): C is an accumulator tile of rows x cols re-read and re-written on each of k's 16 steps."""
-    import tvm
-
-    sch = tvm.s_tir.Schedule(naive_matmul(rows, cols, 16))
-    i, j, k = sch.get_loops(sch.get_sblock("C"))
-    sch.reorder(k, i, j)
-    return sch.mod["main"]
-
-
-@pytest.mark.parametrize("rows, cols, hazard8, hazard16", [
-    (10, 7, 1, 1),  # a 70-element tile (> 64) of 7-wide rows: masked at 8 and 16 lanes
-    (8, 7, 0, 0),  # 56 elements: the tile stays in registers, no hazard although the rows are masked
-    (10, 8, 0, 1),  # 80 elements, 8-wide rows: whole AVX2 / AVX-512-ymm vectors, masked only at 16 lanes
-])
-def test_analytic_accumulator_tile_and_tail(naive_matmul, rows, cols, hazard8, hazard16):
-    """The update store C[vi, vj] stays along k (the reduction r, outermost): the tile is everything inside it,
-    rows x cols elements of 4 bytes in 2 loops; nothing outside r. Its contiguous loop is the innermost, j (the
-    store moves 4 bytes = one float), serial: LLVM picks its vector width, with a masked tail when cols is not a
-    multiple of it."""
-    f = figures(outer_reduction(naive_matmul, rows, cols))
-    assert {k: f[k] for k in UPDATE_ZERO} == {
-        "acc_tile_elems": rows * cols, "acc_tile_bytes": 4 * rows * cols, "acc_inner_loops": 2,
-        "acc_red_extent": 16, "acc_outer_red_extent": 1, "acc_outer_spatial_extent": 1,
-        "tail_contig_loop": 0, "tail_not_mult8": float(cols % 8 != 0), "tail_not_mult16": 1.0,
-        "tail_left_to_llvm": 1.0, "tail_hazard8": hazard8, "tail_hazard16": hazard16}
-
-
-def test_analytic_update_store_of_the_other_programs(progs):
-    """mm (i 4, j 16, k 8): r = k, innermost: a one-element tile, i x j = 64 spatial trips outside it; C's store
-    stays along k and moves one float along j, the second loop from inside, 16 wide. ew / pad: no reduction; the
-    store is contiguous along the innermost loop, 8 wide (not a multiple of 16). inv: of its three stores, the row
-    sum's update runs most (256 times): r = k (8), innermost; S[vi] stays along j too (the invariant loop: a
-    reduction extent outside r) and moves one float along i (4 wide, third from inside: the contiguous loop)."""
-    assert {k: figures(progs["mm"])[k] for k in UPDATE_ZERO} == {
-        **UPDATE_ZERO, "acc_tile_elems": 1, "acc_tile_bytes": 4, "acc_red_extent": 8, "acc_outer_red_extent": 1,
-        "acc_outer_spatial_extent": 64, "tail_contig_loop": 1, "tail_left_to_llvm": 1}
-    for name in ("ew", "pad"):
-        assert {k: figures(progs[name])[k] for k in UPDATE_ZERO} == {
-            **UPDATE_ZERO, "tail_not_mult16": 1, "tail_left_to_llvm": 1}, name
-    assert {k: figures(progs["inv"])[k] for k in UPDATE_ZERO} == {
-        **UPDATE_ZERO, "acc_tile_elems": 1, "acc_tile_bytes": 4, "acc_red_extent": 8, "acc_outer_red_extent": 8,
-        "acc_outer_spatial_extent": 4, "tail_contig_loop": 2, "tail_not_mult8": 1, "tail_not_mult16": 1,
-        "tail_left_to_llvm": 1}
 
 
 def test_walk_finds_loop_invariant_work(progs):

@@ -1,7 +1,7 @@
 """Features of tensor programs and devices: a registry of extractors (importing this package does not import TVM).
 
 - `compact_ast`: CDMPP compact AST, (n_leaves, 50) leaf vectors + pre-order positional encoding
-- `analytic`: 33 program-level static figures (FLOPs, bytes, trip counts, ..., cache traffic, accumulator tile)
+- `analytic`: 21 program-level static figures (FLOPs, bytes, trip counts, ..., cache footprint and traffic)
 - `per_store`: TVM meta-schedule's PerStoreFeature, (n_stores, 164), or (164,) aggregated
 - `device`: the 11 DeviceSpec features of a device
 - `asm`: 55 instruction counts of the x86 assembly LLVM makes of a program (built, not run)

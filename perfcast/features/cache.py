@@ -5,7 +5,7 @@
 - `leaves`   n arrays (n_leaves, 50): the compact AST's raw leaf vectors (`LEAF_FEATURES`, no positional encoding)
 - `ordering` n arrays (n_leaves,): the compact AST's ordering vector (models add the positional encoding)
 - `stores`   n arrays (n_stores, 164): TVM's PerStoreFeature rows
-- `analytic` (n, 33): `ANALYTIC_FEATURES` as log2(1 + x)
+- `analytic` (n, 21): `ANALYTIC_FEATURES` as log2(1 + x)
 - `device`   (n, 11): `DEVICE_FEATURES` of the device each program ran (or will run) on
 - `asm`      (n, 55) or None: `ASM_FEATURES`, what LLVM made of each program, for the models that read them
   (`CostModel.needs_asm`); cached apart (`asm_cache`), because building every program takes hours
@@ -46,7 +46,7 @@ FEATURE_TAG = f"{CACHE_TAG}-dev{DeviceExtractor.version}"  # what a model was tr
 # tag -> (compact-AST leaf columns, analytic columns). A model trained on one of them still loads and predicts; it
 # reads `ProgramFeatures.prefix(...)` of today's features. Device features version 1 differs from 2 only by the
 # rounding of a probed clock within its day-to-day drift (`devices.base.canonical_vector`).
-PRIOR_TAGS = {"ca5-ps1-an2-dev1": (48, 19), "ca6-ps1-an3-dev1": (LEAF_DIM, 21), "ca6-ps1-an3-dev2": (LEAF_DIM, 21)}
+PRIOR_TAGS = {"ca5-ps1-an2-dev1": (48, 19), "ca6-ps1-an3-dev1": (LEAF_DIM, N_ANALYTIC)}
 
 
 @dataclass
