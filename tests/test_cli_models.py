@@ -286,6 +286,34 @@ def test_feature_cache_computes_only_wanted_records(mlp_dataset, tmp_path):
     assert all(np.array_equal(a, b) for a, b in zip(Xall.ordering, full.ordering))
 
 
+def test_feature_cache_of_another_version_is_recomputed_not_read(mlp_dataset, tmp_path):
+    """A cache file written under another feature tag (a removed extractor version whose number came back) is not
+    read as today's: a warning names it, its records are recomputed and the file is rewritten under today's tag."""
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from perfcast.data.store import Dataset
+    from perfcast.features.cache import CACHE_TAG, cache_file_tag, cache_root, dataset_features
+
+    data, df = mlp_dataset
+    full = dataset_features(Dataset(data), df, jobs=1, progress=False)
+    copy = Dataset(shutil.copytree(data, tmp_path / "d"))
+    files = sorted(cache_root(copy).glob("*.parquet"))
+    assert len(files) == 2 and all(cache_file_tag(f) == CACHE_TAG for f in files)
+    t = pq.read_table(files[0])
+    an = t.column("analytic").to_pylist()
+    t = t.set_column(t.schema.get_field_index("analytic"), "analytic",
+                     pa.array([[v + 1.0 for v in a] for a in an], pa.list_(pa.float32())))
+    pq.write_table(t.replace_schema_metadata({b"feature_tag": b"ca6-ps1-an4"}), files[0])  # stale, other values
+    with pytest.warns(UserWarning, match=f"holds ca6-ps1-an4 features, not {CACHE_TAG}: recomputing"):
+        X = dataset_features(copy, df, jobs=1, progress=False)
+    np.testing.assert_array_equal(X.analytic, full.analytic)  # not the stale file's values
+    assert all(cache_file_tag(f) == CACHE_TAG for f in files)
+    np.testing.assert_array_equal(dataset_features(copy, df, jobs=1, progress=False).analytic, full.analytic)
+
+
 def test_data_compact_keeps_every_feature_without_recomputing(mlp_dataset, tmp_path, monkeypatch):
     """`perfcast data compact` (the real entry point) on a dataset with a feature cache: the same records in fewer
     partitions, and their features read from the carried-over cache, equal to the original's, none recomputed."""

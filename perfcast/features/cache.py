@@ -277,6 +277,15 @@ def _read_cache(path: Path) -> dict[str, tuple]:
     return out
 
 
+def cache_file_tag(path: Path) -> str | None:
+    """The feature tag a cache file was written under (its Parquet metadata; None if it has none), without the
+    device-feature suffix older tags had (`-dev1`: the program features are the same, see `cache_root`)."""
+    import pyarrow.parquet as pq
+
+    tag = (pq.read_schema(path).metadata or {}).get(b"feature_tag")
+    return None if tag is None else tag.decode().removesuffix("-dev1")
+
+
 def cache_root(ds, tag: str = CACHE_TAG) -> Path:
     """Where a dataset's feature cache lives: DIR/features/<tag>, or the user cache if DIR is read-only."""
     root = paths.features_dir(ds.root) / tag
@@ -317,6 +326,13 @@ def dataset_features(ds, records=None, jobs: int | None = None, progress: bool =
     for part in ds._parts("records"):
         cache = root / part.name
         if cache.exists():
+            stored = cache_file_tag(cache)
+            if stored not in (None, CACHE_TAG):  # a tried-and-removed version's cache under a reused number
+                import warnings
+
+                warnings.warn(f"feature cache {str(cache)!r} holds {stored} features, not {CACHE_TAG}: recomputing "
+                              "its records (delete the directory to recompute them all at once)", stacklevel=2)
+                continue
             rows = _read_cache(cache)
             found.update(rows)
             cached[cache] = list(rows)
