@@ -22,6 +22,7 @@ import functools
 import hashlib
 import json
 import os
+import warnings
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -328,8 +329,6 @@ def dataset_features(ds, records=None, jobs: int | None = None, progress: bool =
         if cache.exists():
             stored = cache_file_tag(cache)
             if stored not in (None, CACHE_TAG):  # a tried-and-removed version's cache under a reused number
-                import warnings
-
                 warnings.warn(f"feature cache {str(cache)!r} holds {stored} features, not {CACHE_TAG}: recomputing "
                               "its records (delete the directory to recompute them all at once)", stacklevel=2)
                 continue
