@@ -1,5 +1,5 @@
 """Two models on the same test programs, with one device's programs apart from the others': the check behind
-adopting a model retrained with a new device's records (README Measured figures, znver5 2026-11-30 20:54).
+adopting a model retrained with a new device's records (docs/measured-figures.md, znver5 2026-11-30 20:54).
 
 Both models predict the test part of MODEL's own split of the bundled dataset (by_network: the held-out networks'
 tasks on every device); printed per model: MAPE, top-1, Kendall τ etc. (`perfcast.eval.metrics.summarize`) on the

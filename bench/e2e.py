@@ -21,7 +21,7 @@ another in-network context file (e.g. a fit candidate written by `bench/context.
 each lowering and timing the network again (without the per-kernel profile), minutes apart. It reports each case's
 sittings and their spread (max / min) and the error against their median (`error_median`, also per `--compare`
 model). On the 2-core znver4 host the tuned (multi-threaded) networks moved by up to 1.8x between sittings while
-the default-schedule ones held within 3 % (README, Measured figures, 2026-11-27 21:58).
+the default-schedule ones held within 3 % (docs/measured-figures.md, 2026-11-27 21:58).
 
     python bench/e2e.py [--networks resnet50,mobilenet_v2,bert_tiny] [--schedules default,tuned]
                         [--tuned-dir runs/e2e-tuned] [--trials 16xTASKS] [--model DIR]
