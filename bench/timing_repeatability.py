@@ -68,25 +68,24 @@ def main() -> None:
     from perfcast.collect.measure import MeasureConfig
     from perfcast.collect.sentinel import summary
     from perfcast.collect.worker import IsolatedRunner
+    from perfcast.data.frame import records_frame
     from perfcast.data.store import Dataset
     from perfcast.devices import get_device
-    from perfcast.devices.base import device_key, device_key_of_json
+    from perfcast.devices.base import device_key
     from perfcast.errors import PerfcastError
 
     spec = get_device(a.device)
     dkey = device_key(spec)
     ds = Dataset(a.data or paths.bundled_dataset_dir())
-    t = ds.read("records", ["record_id", "task_name", "schedule_kind", "device_spec_json", "tir_script", "status",
-                            "latency_s", "protocol"]).to_pandas()
-    t = t[(t["status"] == "ok") & (t["device_spec_json"].map(device_key_of_json) == dkey)]
-    if t.empty:
-        raise PerfcastError(f"no ok record of {dkey!r} in {str(ds.root)!r}: collect some on this machine first")
+    # the labels models train on (`records_frame`: a program re-timed under a newer protocol is that record only)
+    t = records_frame(ds, device=dkey)
     t = t[t["latency_s"].between(a.min_label_us * 1e-6, a.max_label_us * 1e-6)]
     if t.empty:
         raise PerfcastError(f"no ok record of {dkey!r} with a label of {a.min_label_us}-{a.max_label_us} us: widen "
                          "--min-label-us / --max-label-us")
-    t = t.sort_values("protocol").drop_duplicates("record_id").sample(min(a.n, len(t)), random_state=a.seed)
-    scripts = list(t["tir_script"])
+    t = t.sample(min(a.n, len(t)), random_state=a.seed)
+    text = ds.read("records", ["record_id", "tir_script"]).to_pandas().drop_duplicates("record_id")
+    scripts = list(t[["record_id"]].merge(text, on="record_id", how="left")["tir_script"])
     # protocol 1: one round of 5 repeats (2 above 1 s), launching thread free, one program per worker
     if a.protocol == 1 and a.host_gate != "off":
         raise PerfcastError("--protocol 1 times as perfcast did before 2026-11-25, without the host gate: add "

@@ -841,6 +841,7 @@ def test_cli_data_features_caches_then_resumes(mlp_dataset, tmp_path):
     assert res.exit_code == 0 and json.loads(res.stdout)["asm_built"] == 0
     res = runner.invoke(app, ["data", "features", str(d), "--device", "nosuch"])
     assert isinstance(res.exception, PerfcastError) and "no ok record of device 'nosuch'" in str(res.exception)
+    assert str(res.exception).endswith("(or measure it: perfcast collect --device nosuch --out DIR)")
 
 
 def test_cache_of_the_device_tagged_name_is_moved_not_rebuilt(tmp_path):

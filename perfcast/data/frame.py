@@ -36,7 +36,8 @@ def records_frame(ds, status: str = "ok", device: str | None = None, min_protoco
         df = df[(df["device_id"] == device) | (df["device_key"] == device)]
         if df.empty:
             raise PerfcastError(f"no {status} record of device {device!r} in {str(ds.root)!r}; "
-                                f"its devices: {', '.join(known) or 'none'}")
+                                f"its devices: {', '.join(known) or 'none'} (or measure it: perfcast collect "
+                                f"--device {device.split('@')[0]} --out DIR)")
     nets = ds.read("networks", ["network", "workload_key", "weight"]).to_pandas()
     if not nets.empty:
         by_task = nets.groupby("workload_key").agg(nets_=("network", lambda s: tuple(sorted(set(s)))),
