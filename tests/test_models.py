@@ -764,6 +764,28 @@ def test_neural_training_info(cdmpp):
     assert info["best_val_mape"] == best and 0 < best < 10
 
 
+def test_weight_average_ema_validates_and_keeps_the_average(cdmpp, mlp_data):
+    """weight_average="ema": the trained trajectory is the plain loop's (val_mape_raw = the plain model's val_mape,
+    epoch by epoch), the validated and kept weights are the moving average (a decay of 0, ema_cycles ~ 0, makes the
+    average the trained weights themselves: the plain model exactly); bad values are one-line errors."""
+    _, X, y, tr, va = mlp_data
+    fit = dict(X_val=X.take(va), y_val=y[va])
+    ema = get_model("cdmpp", **CDMPP, weight_average="ema").fit(X.take(tr), y[tr], **fit)
+    raw = [h["val_mape_raw"] for h in ema.info_["history"]]
+    plain = [h["val_mape"] for h in cdmpp.info_["history"]]
+    assert raw == pytest.approx(plain[:len(raw)], rel=1e-6)
+    kept = [h["val_mape"] for h in ema.info_["history"]]
+    assert ema.info_["best_val_mape"] == min(kept) and kept != pytest.approx(raw, rel=1e-3)
+    mape = float(np.mean(np.abs(ema.predict(X.take(va)) / y[va] - 1)))
+    assert mape == pytest.approx(min(kept), rel=1e-2)  # the kept weights are the best average (float16-rounded)
+    same = get_model("cdmpp", **CDMPP, weight_average="ema", ema_cycles=1e-9).fit(X.take(tr), y[tr], **fit)
+    np.testing.assert_allclose(same.predict(X), cdmpp.predict(X), rtol=1e-6)
+    with pytest.raises(PerfcastError, match=r"weight_average='swa' is not one of \['none', 'ema'\]"):
+        get_model("mlp", **SMALL["mlp"], weight_average="swa").fit(X.take(tr), y[tr], **fit)
+    with pytest.raises(PerfcastError, match=r"ema_cycles=0 must be a positive number"):
+        get_model("mlp", **SMALL["mlp"], weight_average="ema", ema_cycles=0).fit(X.take(tr), y[tr], **fit)
+
+
 # ---------------------------------------------------------------------------------------------- model directories
 @pytest.fixture(scope="module")
 def saved_xgb(mlp_data, tmp_path_factory):

@@ -21,6 +21,7 @@ SPACE = {
     "batch_size": [128, 256, 512],
     "loss_lambda": (0.1, 10.0),
     "use_analytic": [False, True],
+    "weight_average": ["none", "ema"],
 }
 
 

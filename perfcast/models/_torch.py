@@ -13,6 +13,14 @@ drawn at random each step, and the pair adds softplus(-sign(y_i - y_j) (z_i - z_
 (RankNet) loss on the predicted standardized targets; pairs whose latencies differ by less than RANK_MARGIN (in log)
 are left out (timing noise). The regression loss sees the batch's own programs only, so the term changes the
 objective, not which programs are regressed. `rank_lambda` > 0 without `groups` is an error.
+
+`weight_average="ema"` (a perfcast addition; default "none", the paper's loop) keeps an exponential moving average
+of the weights (`torch.optim.swa_utils.AveragedModel`, updated after every optimizer step, decay 1 - 1 / (`ema_cycles`
+x the steps of one LR cycle)) and validates, early-stops and keeps that average instead of the trained weights. The
+triangular CyclicLR never anneals, so the trained weights at any epoch sit wherever the last cycle left them; their
+average over about a cycle is the point those cycles circle (Polyak averaging; Izmailov et al. 2018, "Averaging
+Weights Leads to Wider Optima", with cyclic LR). The trained weights' validation MAPE stays in the history
+(`val_mape_raw`), so one run shows both.
 """
 
 from __future__ import annotations
@@ -30,7 +38,8 @@ from .targets import TargetTransform
 
 TRAIN_DEFAULTS = dict(epochs=150, batch_size=256, lr=2e-3, weight_decay=1e-4, loss="mse+mape", loss_lambda=1.0,
                       target="boxcox", target_scale="none", patience=25, seed=0, threads=0, verbose=False,
-                      cmd_alpha=0.0, cmd_moments=5, rank_lambda=0.0)
+                      cmd_alpha=0.0, cmd_moments=5, rank_lambda=0.0, weight_average="none", ema_cycles=1.0)
+WEIGHT_AVERAGES = ("none", "ema")
 RANK_TEMPERATURE = 0.05  # standardized-target units: ~10 % of latency within a task is ~1 logit
 RANK_MARGIN = 0.05  # |log(y_i / y_j)| below this is timing noise, not an order
 
@@ -215,6 +224,11 @@ class TorchCostModel(CostModel):
         if p["rank_lambda"] > 0 and getattr(self, "_groups", None) is None:
             raise PerfcastError(f"rank_lambda={p['rank_lambda']} needs the programs' task labels: pass "
                                 "fit(..., groups=...) (perfcast train does), or set rank_lambda=0")
+        if p["weight_average"] not in WEIGHT_AVERAGES:
+            raise PerfcastError(f"weight_average={p['weight_average']!r} is not one of {list(WEIGHT_AVERAGES)}; "
+                                "e.g. --param weight_average=ema")
+        if not float(p["ema_cycles"]) > 0:
+            raise PerfcastError(f"ema_cycles={p['ema_cycles']!r} must be a positive number of LR cycles, e.g. 1")
         torch.manual_seed(p["seed"])
         rng = np.random.default_rng(p["seed"])
         if p["threads"]:
@@ -233,6 +247,12 @@ class TorchCostModel(CostModel):
         steps = max(1, sum(1 for _ in train.batches(p["batch_size"])))
         sched = torch.optim.lr_scheduler.CyclicLR(opt, base_lr=p["lr"] / 10, max_lr=p["lr"],
                                                   step_size_up=2 * steps, cycle_momentum=False)
+        ema = None
+        if p["weight_average"] == "ema":  # one LR cycle is 2 x step_size_up = 4 epochs of steps
+            from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
+
+            decay = 1.0 - 1.0 / max(1.0, float(p["ema_cycles"]) * 4 * steps)
+            ema = AveragedModel(self.net_, multi_avg_fn=get_ema_multi_avg_fn(decay), use_buffers=True)
         target = getattr(self, "_X_target", None)
         tgt = Groups(*self._inputs(target)) if target is not None and p["cmd_alpha"] > 0 else None
         tgt_batches = []
@@ -273,13 +293,19 @@ class TorchCostModel(CostModel):
                 torch.nn.utils.clip_grad_norm_(self.net_.parameters(), 5.0)
                 opt.step()
                 sched.step()
+                if ema is not None:
+                    ema.update_parameters(self.net_)
                 total += float(loss.detach()) * B  # per-batch weighted mean, reported unweighted
-            score = float(np.mean(np.abs(self._predict_groups(val) - y_val) / y_val)) if val else total / len(y)
+            kept = ema.module if ema is not None else self.net_  # the weights validated and kept
+            score = float(np.mean(np.abs(self._predict_groups(val, kept) - y_val) / y_val)) if val else \
+                total / len(y)
             history.append({"epoch": epoch, "train_loss": total / len(y), "val_mape": score if val else None})
+            if ema is not None and val:
+                history[-1]["val_mape_raw"] = float(np.mean(np.abs(self._predict_groups(val) - y_val) / y_val))
             if p["verbose"]:
                 print(f"epoch {epoch:3d} loss {total / len(y):.4f} val_mape {score:.4f}", flush=True)
             if score < best - 1e-5:
-                best, best_state, stale = score, copy.deepcopy(self.net_.state_dict()), 0
+                best, best_state, stale = score, copy.deepcopy(kept.state_dict()), 0
             else:
                 stale += 1
                 if stale >= p["patience"]:
@@ -292,14 +318,16 @@ class TorchCostModel(CostModel):
                       max(time.time() - t0, 1e-9), "history": history, "rank_pairs": n_pairs}
 
     # ---- prediction --------------------------------------------------------------------------------------------
-    def _predict_groups(self, groups: Groups) -> np.ndarray:
+    def _predict_groups(self, groups: Groups, net=None) -> np.ndarray:
+        """Latencies of `groups`' programs by `net` (default: the model's network), left in eval mode."""
         import torch
 
-        self.net_.eval()
+        net = self.net_ if net is None else net
+        net.eval()
         z = np.zeros(groups.n, np.float32)
         with torch.no_grad():
             for L, seq, vec, idx in groups.batches(4096):
-                z[idx] = self.net_(seq, vec).numpy()
+                z[idx] = net(seq, vec).numpy()
         return self.target_.inverse(z)
 
     def _predict(self, X) -> np.ndarray:
