@@ -34,8 +34,7 @@ def main() -> None:
     from perfcast.cli.model_cmd import _parse_params
     from perfcast.errors import PerfcastError
     from perfcast.eval.workflow import load_data, train
-    from perfcast.models import LOSSES, TRANSFORMS, get_model
-    from perfcast.models._torch import WEIGHT_AVERAGES
+    from perfcast.models import LOSSES, TRANSFORMS, WEIGHT_AVERAGES, get_model
 
     base = {"epochs": a.epochs, **_parse_params(a.param)}
     groups = {

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..models import WEIGHT_AVERAGES
 from .workflow import DEFAULT_WEIGHT, load_data, make_split, rank_groups, sample_weights
 
 SPACE = {
@@ -21,7 +22,7 @@ SPACE = {
     "batch_size": [128, 256, 512],
     "loss_lambda": (0.1, 10.0),
     "use_analytic": [False, True],
-    "weight_average": ["none", "ema"],
+    "weight_average": list(WEIGHT_AVERAGES),
 }
 
 

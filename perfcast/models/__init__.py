@@ -7,9 +7,10 @@
 """
 
 from . import cdmpp, ensemble, gbdt, tenset_mlp  # noqa: F401  (register the models)
+from ._torch import WEIGHT_AVERAGES
 from .base import CostModel, get_model, list_models, load_model, register
 from .losses import LOSSES
 from .targets import TRANSFORMS, TargetTransform
 
 __all__ = ["CostModel", "get_model", "list_models", "load_model", "register", "LOSSES", "TRANSFORMS",
-           "TargetTransform"]
+           "TargetTransform", "WEIGHT_AVERAGES"]
