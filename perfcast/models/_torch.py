@@ -20,7 +20,8 @@ x the steps of one LR cycle)) and validates, early-stops and keeps that average 
 triangular CyclicLR never anneals, so the trained weights at any epoch sit wherever the last cycle left them; their
 average over about a cycle is the point those cycles circle (Polyak averaging; Izmailov et al. 2018, "Averaging
 Weights Leads to Wider Optima", with cyclic LR). The trained weights' validation MAPE stays in the history
-(`val_mape_raw`), so one run shows both.
+(`val_mape_raw`), so one run shows both. Without validation programs the epoch is chosen by the trained weights'
+training loss, as in the plain loop, and the average at that epoch is kept.
 """
 
 from __future__ import annotations
