@@ -782,8 +782,9 @@ def test_weight_average_ema_validates_and_keeps_the_average(cdmpp, mlp_data):
     np.testing.assert_allclose(same.predict(X), cdmpp.predict(X), rtol=1e-6)
     with pytest.raises(PerfcastError, match=r"weight_average='swa' is not one of \['none', 'ema'\]"):
         get_model("mlp", **SMALL["mlp"], weight_average="swa").fit(X.take(tr), y[tr], **fit)
-    with pytest.raises(PerfcastError, match=r"ema_cycles=0 must be a positive number"):
-        get_model("mlp", **SMALL["mlp"], weight_average="ema", ema_cycles=0).fit(X.take(tr), y[tr], **fit)
+    for bad in (0, "abc"):
+        with pytest.raises(PerfcastError, match=rf"ema_cycles={bad!r} must be a positive number"):
+            get_model("mlp", **SMALL["mlp"], weight_average="ema", ema_cycles=bad).fit(X.take(tr), y[tr], **fit)
 
 
 # ---------------------------------------------------------------------------------------------- model directories

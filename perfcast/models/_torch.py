@@ -228,7 +228,11 @@ class TorchCostModel(CostModel):
         if p["weight_average"] not in WEIGHT_AVERAGES:
             raise PerfcastError(f"weight_average={p['weight_average']!r} is not one of {list(WEIGHT_AVERAGES)}; "
                                 "e.g. --param weight_average=ema")
-        if not float(p["ema_cycles"]) > 0:
+        try:
+            ema_cycles = float(p["ema_cycles"])
+        except (TypeError, ValueError):
+            ema_cycles = float("nan")
+        if not ema_cycles > 0:
             raise PerfcastError(f"ema_cycles={p['ema_cycles']!r} must be a positive number of LR cycles, e.g. 1")
         torch.manual_seed(p["seed"])
         rng = np.random.default_rng(p["seed"])
@@ -252,7 +256,7 @@ class TorchCostModel(CostModel):
         if p["weight_average"] == "ema":  # one LR cycle is 2 x step_size_up = 4 epochs of steps
             from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
-            decay = 1.0 - 1.0 / max(1.0, float(p["ema_cycles"]) * 4 * steps)
+            decay = 1.0 - 1.0 / max(1.0, ema_cycles * 4 * steps)
             ema = AveragedModel(self.net_, multi_avg_fn=get_ema_multi_avg_fn(decay), use_buffers=True)
         target = getattr(self, "_X_target", None)
         tgt = Groups(*self._inputs(target)) if target is not None and p["cmd_alpha"] > 0 else None
@@ -261,6 +265,10 @@ class TorchCostModel(CostModel):
         pairs = Partners(train, labels) if p["rank_lambda"] > 0 else None
         n_pairs = 0
         best, best_state, stale, history = np.inf, None, 0, []
+
+        def val_mape(net) -> float:
+            return float(np.mean(np.abs(self._predict_groups(val, net) - y_val) / y_val))
+
         t0 = time.time()
         for epoch in range(p["epochs"]):
             self.net_.train()
@@ -298,11 +306,10 @@ class TorchCostModel(CostModel):
                     ema.update_parameters(self.net_)
                 total += float(loss.detach()) * B  # per-batch weighted mean, reported unweighted
             kept = ema.module if ema is not None else self.net_  # the weights validated and kept
-            score = float(np.mean(np.abs(self._predict_groups(val, kept) - y_val) / y_val)) if val else \
-                total / len(y)
+            score = val_mape(kept) if val else total / len(y)
             history.append({"epoch": epoch, "train_loss": total / len(y), "val_mape": score if val else None})
             if ema is not None and val:
-                history[-1]["val_mape_raw"] = float(np.mean(np.abs(self._predict_groups(val) - y_val) / y_val))
+                history[-1]["val_mape_raw"] = val_mape(self.net_)
             if p["verbose"]:
                 print(f"epoch {epoch:3d} loss {total / len(y):.4f} val_mape {score:.4f}", flush=True)
             if score < best - 1e-5:
