@@ -266,7 +266,8 @@ class TorchCostModel(CostModel):
         n_pairs = 0
         best, best_state, stale, history = np.inf, None, 0, []
 
-        def val_mape(net) -> float:
+        def val_mape(net) -> float:  # not eval.metrics.mape, which raises on a NaN prediction: a diverged epoch
+            # scores NaN here and counts as a stale one (early stopping keeps the best weights before it)
             return float(np.mean(np.abs(self._predict_groups(val, net) - y_val) / y_val))
 
         t0 = time.time()
