@@ -298,6 +298,23 @@ def test_the_mape_scale_is_the_best_single_factor():
     assert mape_scale(2.0 * y, y) == pytest.approx(0.5)
 
 
+def test_the_measured_proxy_is_scored_on_the_tasks_not_measured():
+    """The oracle of bench/device_oracle.py, by hand: task a's programs run exactly 2x slower on the target, task b's
+    2x and 3x. Fitted on a, the factor is 2 and b's programs are off by 0 and 1/3; fitted on b, the factor is the
+    weighted median of {2, 3} (weights 1/2, 1/3: 2), and a's programs are exact."""
+    from perfcast.adapt.proxy import measured_proxy_mape
+
+    ys = np.array([1.0, 5.0, 2.0, 4.0])
+    yt = np.array([2.0, 10.0, 4.0, 12.0])
+    tasks = np.array(["a", "a", "b", "b"])
+    assert measured_proxy_mape(yt, ys, tasks, {"a"}) == pytest.approx((0 + 1 / 3) / 2)
+    assert measured_proxy_mape(yt, ys, tasks, {"b"}) == pytest.approx(0.0)
+    with pytest.raises(PerfcastError, match="all 2 tasks were measured, none is left to score"):
+        measured_proxy_mape(yt, ys, tasks, {"a", "b"})
+    with pytest.raises(PerfcastError, match=r"none of the measured tasks \['c'\] has a program measured on both"):
+        measured_proxy_mape(yt, ys, tasks, {"c"})
+
+
 def test_proxy_predicts_the_target_as_its_nearest_source_device(two_cpus, tmp_path):
     """Two source CPUs (the base model trained on both); the target's programs relabelled to a made-up device vector
     the model never saw: the proxy is the source device whose scaled predictions fit them best, found by hand."""

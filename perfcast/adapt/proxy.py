@@ -99,3 +99,21 @@ def distinct_devices(A) -> np.ndarray:
         if not out or not same_device(np.array(out), v).any():
             out.append(v)
     return np.array(out, np.float32).reshape(-1, A.shape[1])
+
+
+def measured_proxy_mape(y_target, y_source, task_of_row, measured_tasks) -> float:
+    """The error of the best a `proxy` could do through one source device, with a perfect model: each program's
+    *measured* latency on the source times the one factor (`mape_scale`) fitted on the programs of
+    `measured_tasks`; the MAPE on the programs of the other tasks. The rows are programs measured on both devices
+    (`y_target[i]`, `y_source[i]`: the same program). `bench/device_oracle.py` reports it per device and K."""
+    yt, ys = np.asarray(y_target, np.float64), np.asarray(y_source, np.float64)
+    tasks = np.asarray(task_of_row)
+    fit = np.isin(tasks, list(measured_tasks))
+    if not fit.any():
+        raise PerfcastError(f"none of the measured tasks {sorted(measured_tasks)[:3]} has a program measured on both "
+                            "devices; pick tasks from task_of_row")
+    if fit.all():
+        raise PerfcastError(f"all {len(np.unique(tasks))} tasks were measured, none is left to score; "
+                            "measure fewer tasks than the devices share")
+    s = mape_scale(ys[fit], yt[fit])
+    return float(np.mean(np.abs(s * ys[~fit] / yt[~fit] - 1.0)))
