@@ -146,8 +146,9 @@ def _row(args) -> np.ndarray:
         return np.full(len(executed_figures("")), np.nan, np.float32)
 
 
-def _build(ds, df, work: Path, regex: str):
-    """(record ids, executed-work rows) of the records whose task matches `regex`, cached in `work`."""
+def _build(df, scripts, work: Path, regex: str):
+    """(record ids, executed-work rows) of the records whose task matches `regex` (`scripts`: record id -> its
+    TVMScript), cached in `work`."""
     import multiprocessing
 
     import pandas as pd
@@ -162,11 +163,9 @@ def _build(ds, df, work: Path, regex: str):
         from perfcast.errors import PerfcastError
 
         raise PerfcastError(f"no record's task matches {regex!r}; pass another --tasks regex")
-    text = ds.read("records", ["record_id", "tir_script"]).to_pandas().drop_duplicates("record_id")
-    sub = sub[["record_id", "target_json"]].merge(text, on="record_id", how="left")
     with multiprocessing.Pool() as pool:
-        rows = list(tqdm(pool.imap(_row, zip(sub.tir_script, sub.target_json), chunksize=16), total=len(sub),
-                         desc="building"))
+        jobs = zip(scripts.loc[sub.record_id], sub.target_json)
+        rows = list(tqdm(pool.imap(_row, jobs, chunksize=16), total=len(sub), desc="building"))
     t = pd.DataFrame(np.vstack(rows), columns=list(executed_figures("")))
     t.insert(0, "record_id", sub.record_id.to_numpy())
     work.mkdir(parents=True, exist_ok=True)
@@ -196,7 +195,9 @@ def main() -> None:
 
     t0 = time.time()
     ds, df, X = load_data(None, asm=True)
-    ids, E = _build(ds, df, Path(a.work), a.tasks)
+    scripts = ds.read("records", ["record_id", "tir_script"]).to_pandas().drop_duplicates("record_id")
+    scripts = scripts.set_index("record_id").tir_script
+    ids, E = _build(df, scripts, Path(a.work), a.tasks)
     rows = pd.Series(np.arange(len(df)), index=df.record_id.to_numpy()).loc[ids].to_numpy()
     sp = make_split(df, "by_network", 0, None)
     tr, va, te = (np.intersect1d(part, rows) for part in (sp.train, sp.val, sp.test))
@@ -205,8 +206,6 @@ def main() -> None:
     base = np.column_stack([program_matrix(X, use_device=True), X.asm])
     sets = {"without": base, "with": np.column_stack([base, E_all])}
     y = np.log(df.latency_s.to_numpy())
-    scripts = ds.read("records", ["record_id", "tir_script"]).to_pandas().drop_duplicates("record_id")
-    scripts = scripts.set_index("record_id").tir_script
     rec = np.array([recomputed_share(as_primfunc(scripts[r])) >= 0.5 for r in df.record_id.to_numpy()[te]])
     dbs = []
     for db in a.db:

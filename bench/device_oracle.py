@@ -52,6 +52,7 @@ def _run(a) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from perfcast.adapt import get_sampler
     from perfcast.adapt.proxy import measured_proxy_mape
     from perfcast.errors import PerfcastError
     from perfcast.eval.workflow import load_data, open_records
@@ -79,13 +80,13 @@ def _run(a) -> None:
             rt, rs = both[t].to_numpy(), both[s].to_numpy()
             tasks = task_all[rt]
             uniq = np.unique(tasks)
-            first = _first_n_per_task(tasks, a.programs_per_task)
+            first = (pd.Series(tasks).groupby(tasks).cumcount() < a.programs_per_task).to_numpy()  # measured ones
             for k in ks:
                 if k >= len(uniq):
                     continue
                 mapes, resid = [], []
                 for seed in range(a.seeds):
-                    pick = set(np.random.default_rng(seed).choice(uniq, size=k, replace=False))
+                    pick = set(get_sampler("random").select(tasks, None, k, seed=seed))  # as `perfcast adapt`
                     keep = ~np.isin(tasks, list(pick)) | first  # the other tasks' programs, and the measured ones
                     mapes.append(measured_proxy_mape(y_all[rt][keep], y_all[rs][keep], tasks[keep], pick))
                     if a.residual:
@@ -156,16 +157,6 @@ def _short(key: str) -> str:
     opts = dict(kv.split("=", 1) for kv in head.partition(":")[2].split(",") if "=" in kv)
     return " ".join([cpu.split("/")[-1]] + ([opts["mcpu"]] if "mcpu" in opts else [])
                     + ([opts["threads"] + "t"] if "threads" in opts else []))
-
-
-def _first_n_per_task(tasks: np.ndarray, n: int) -> np.ndarray:
-    """Boolean mask: the first `n` rows of each task (the programs a K-task measurement would have)."""
-    rank = np.zeros(len(tasks), np.int64)
-    seen: dict = {}
-    for i, t in enumerate(tasks):
-        rank[i] = seen.get(t, 0)
-        seen[t] = rank[i] + 1
-    return rank < n
 
 
 def _residual(F, y, rt, rs, tasks, pick, seed: int) -> float:

@@ -115,5 +115,6 @@ def measured_proxy_mape(y_target, y_source, task_of_row, measured_tasks) -> floa
     if fit.all():
         raise PerfcastError(f"all {len(np.unique(tasks))} tasks were measured, none is left to score; "
                             "measure fewer tasks than the devices share")
-    s = mape_scale(ys[fit], yt[fit])
-    return float(np.mean(np.abs(s * ys[~fit] / yt[~fit] - 1.0)))
+    from ..eval.metrics import mape
+
+    return mape(yt[~fit], mape_scale(ys[fit], yt[fit]) * ys[~fit])
