@@ -461,6 +461,22 @@ def test_collect_mlp_then_rerun_adds_nothing(tmp_path):
     assert {r["network"] for r in Dataset(tmp_path / "d").read("networks").to_pylist()} == {"mlp", "same:build"}
 
 
+def test_collect_keeps_stdout_for_results_when_the_host_runs_slow(tmp_path, capsys):
+    """`perfcast adapt --json` prints the collector's JSON on stdout: its "the host runs slow" warning (a gate below
+    1 makes every round contended, as in the host-gate test above) must go to stderr, or the JSON does not parse."""
+    import dataclasses
+
+    from perfcast.collect.collector import CollectConfig, collect
+
+    slow = dataclasses.replace(FAST, host_gate=0.5, host_pause_s=0.05, host_wait_s=0.1, host_gate_store=False)
+    cfg = CollectConfig(networks=("mlp",), device="local:threads=1", programs_per_task=1, check_load=False,
+                        measure=slow)
+    res = collect(cfg, str(tmp_path / "d"), log=lambda m: None, progress=False)
+    assert res.measured == 3 and res.host_gate["retimed"] >= 3
+    out, err = capsys.readouterr()
+    assert out == "" and "the host runs slow" in err
+
+
 def test_local_records_of_another_machine_do_not_count_here(tmp_path):
     """`local` is a different CPU on every machine: programs measured on another machine are measured again here,
     and the two machines' records are two devices in the summary (device_key)."""

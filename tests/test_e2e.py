@@ -619,3 +619,63 @@ def test_context_command_fits_stored_samples_and_bad_files_are_one_line(tmp_path
     res = cli("a", "--samples", str(bad), "--out", str(out))
     assert res.returncode != 0 and len(res.stderr.strip().splitlines()) == 1
     assert f"--samples {str(bad)!r} is not a `perfcast context --samples-out` file" in res.stderr
+
+
+def test_sweep_batch_sizes_are_checked_in_one_line():
+    from perfcast.e2e.sweep import parse_batch_sizes
+
+    assert parse_batch_sizes("8,1, 2,2") == [1, 2, 8]
+    for bad in ("1,x", "0,2", "", "-4"):
+        with pytest.raises(PerfcastError, match=re.escape(f"--batch-sizes {bad!r} is not a list of positive integers")):
+            parse_batch_sizes(bad)
+
+
+@pytest.mark.slow
+def test_sweep_is_predict_network_per_pair_and_measures_what_it_says(tmp_path):
+    """`perfcast sweep` on the MLP: every row is `predict_network`'s figure for that (device, batch size), the
+    throughput and the choices follow from them by hand, a real measurement per pair, and the plot is written."""
+    from perfcast.devices import get_device
+    from perfcast.devices.base import device_key
+    from perfcast.e2e import predict_network
+    from perfcast.e2e.sweep import plot_sweep, sweep_network
+    from perfcast.eval.workflow import trained_on
+    from perfcast.models import load_model
+
+    m = load_model(None)
+    devices = ["local", "local:mcpu=x86-64,threads=1"]
+    r = sweep_network("mlp", "1,4", devices, m, measure=True, progress=False)
+    assert [(x["device"], x["batch_size"]) for x in r["rows"]] == [(d, b) for d in devices for b in (1, 4)]
+    for x in r["rows"]:
+        ref = predict_network("mlp", x["batch_size"], x["device"], m)["predicted_s"]
+        assert x["predicted_s"] == pytest.approx(ref, rel=1e-9)
+        assert x["samples_per_s"] == pytest.approx(x["batch_size"] / ref, rel=1e-9)
+        assert x["predicted_per_sample_s"] == pytest.approx(ref / x["batch_size"], rel=1e-9)
+        assert x["measured_s"] > 0 and x["error"] == pytest.approx((ref - x["measured_s"]) / x["measured_s"])
+        assert x["device_seen"] == trained_on(m, [device_key(get_device(x["device"]))])[0]
+        # a device the model never measured gets no interval and a warning naming `perfcast adapt`
+        assert ("predicted_low_s" in x) == x["device_seen"]
+        assert ("perfcast adapt" in r["warnings"].get(x["device"], "")) == (not x["device_seen"])
+    four = {x["device"]: x for x in r["rows"] if x["batch_size"] == 4}
+    one = {x["device"]: x for x in r["rows"] if x["batch_size"] == 1}
+    for d in devices:  # four samples take longer than one, and the best batch is the higher throughput
+        assert four[d]["predicted_s"] > one[d]["predicted_s"] and four[d]["measured_s"] > one[d]["measured_s"]
+        top = max((one[d], four[d]), key=lambda x: x["samples_per_s"])
+        assert r["best_batch"][d]["batch_size"] == top["batch_size"]
+        assert r["best_batch"][d]["within_tie_share"] == [x["batch_size"] for x in (one[d], four[d])
+                                                          if x["samples_per_s"] >= 0.9 * top["samples_per_s"]]
+    assert r["fastest"] == {b: min(devices, key=lambda d: (one if b == 1 else four)[d]["predicted_s"]) for b in (1, 4)}
+    png = plot_sweep(r, tmp_path / "sweep.png")
+    assert (tmp_path / "sweep.png").stat().st_size > 10_000 and png.endswith("sweep.png")
+
+
+def test_sweep_command_prints_json_and_names_a_bad_device():
+    from typer.testing import CliRunner
+
+    from perfcast.cli.app import app
+
+    res = CliRunner().invoke(app, ["sweep", "mlp", "--batch-sizes", "2,1", "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    assert [x["batch_size"] for x in out["rows"]] == [1, 2] and out["devices"] == ["local"]
+    res = CliRunner().invoke(app, ["sweep", "mlp", "--device", "nosuch"])
+    assert res.exit_code != 0 and "nosuch" in str(res.exception)

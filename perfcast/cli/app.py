@@ -27,6 +27,7 @@ data_app.command("features", help=data_cmd.FEATURES_HELP, epilog=data_cmd.FEATUR
 app.add_typer(data_app, name="data")
 app.command("predict", help=predict_cmd.HELP, epilog=predict_cmd.EXAMPLE)(predict_cmd.predict)
 app.command("context", help=context_cmd.HELP, epilog=context_cmd.EXAMPLE)(context_cmd.context)
+app.command("sweep", help=predict_cmd.SWEEP_HELP, epilog=predict_cmd.SWEEP_EXAMPLE)(predict_cmd.sweep)
 app.command("tune", help=predict_cmd.TUNE_HELP, epilog=predict_cmd.TUNE_EXAMPLE)(predict_cmd.tune)
 app.command("train", help=model_cmd.TRAIN_HELP, epilog=model_cmd.TRAIN_EXAMPLE)(model_cmd.train)
 app.command("eval", help=model_cmd.EVAL_HELP, epilog=model_cmd.EVAL_EXAMPLE)(model_cmd.evaluate)

@@ -194,3 +194,75 @@ def tune(
     print(f"database: {db}")
     if stats:
         print(stats.describe())
+
+
+SWEEP_HELP = ("Which batch size, which device: predict a network at several batch sizes on one or more devices (one "
+              "model, loaded once) and print latency, latency per sample, throughput and peak memory per pair, the "
+              "batch size with the highest predicted throughput per device and the fastest device per batch size. "
+              "--measure also compiles and times every pair on this machine; --plot draws latency per sample and "
+              "throughput against the batch size.")
+SWEEP_EXAMPLE = ("Example: perfcast sweep resnet18 --batch-sizes 1,2,4,8 --device local --measure "
+                 "--plot r18-sweep.png; perfcast sweep bert_tiny --batch-sizes 1,4,16 --device local --device 'local:mcpu=haswell,threads=1'")
+
+
+def sweep(
+    network: str = typer.Argument(..., help="zoo name, FILE.onnx or file.py:factory"),
+    batch_sizes: str = typer.Option("1,2,4,8", help="comma-separated batch sizes"),
+    device: list[str] = typer.Option(["local"], help="device id (see `perfcast devices`); repeat the option to "
+                                     "compare devices"),
+    model: Optional[str] = typer.Option(None, help="model directory (default: the bundled model)"),
+    schedules: str = typer.Option("default", help="default, tuned:DB_DIR or random:SEED (as `perfcast predict`)"),
+    calibrate: bool = typer.Option(False, "--calibrate", help="scale each device's predictions by how fast it runs "
+                                   "today (`perfcast calibrate`, ~20 s per device)"),
+    context: str = typer.Option("auto", help="auto, none or a context file (as `perfcast predict`)"),
+    measure: bool = typer.Option(False, "--measure", help="also compile and time every (device, batch size) here"),
+    input_shape: Optional[str] = typer.Option(None, help="shapes of dynamic ONNX inputs, NAME:1x3x224x224"),
+    plot: Optional[str] = typer.Option(None, help="write latency per sample and throughput vs batch size to this PNG"),
+    json_out: bool = typer.Option(False, "--json", help="print the result as JSON"),
+) -> None:
+    from ..e2e.sweep import TIE_SHARE, plot_sweep, sweep_network
+
+    r = sweep_network(network, batch_sizes, device, model, schedules, input_shape,
+                      context={"auto": True, "none": False}.get(context, context), calibrate=calibrate,
+                      measure=measure, progress=not json_out)
+    if plot:
+        r["plot"] = plot_sweep(r, plot)
+    if json_out:
+        print(json.dumps(r))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=f"{r['network']}: schedules {r['schedules']}")
+    for col in ("device", "batch", "latency", "per sample", "samples / s", "80 % interval", "peak memory"):
+        t.add_column(col, justify="left" if col == "device" else "right")
+    if measure:
+        for col in ("measured", "measured samples / s", "error"):
+            t.add_column(col, justify="right")
+    for row in r["rows"]:
+        iv = (f"{row['predicted_low_s'] * 1e3:.4g} – {row['predicted_high_s'] * 1e3:.4g} ms"
+              if "predicted_low_s" in row else "-")
+        cells = [row["device"], str(row["batch_size"]), f"{row['predicted_s'] * 1e3:.4g} ms",
+                 f"{row['predicted_per_sample_s'] * 1e3:.4g} ms", f"{row['samples_per_s']:.4g}", iv,
+                 f"{row['peak_mem_bytes'] / 2 ** 20:.1f} MiB"]
+        if measure:
+            cells += [f"{row['measured_s'] * 1e3:.4g} ms", f"{row['measured_samples_per_s']:.4g}",
+                      f"{row['error']:+.1%}"]
+        t.add_row(*cells)
+    c = Console()
+    c.print(t)
+    for d, b in r["best_batch"].items():
+        line = f"{d}: highest predicted throughput at batch {b['batch_size']} ({b['samples_per_s']:.4g} samples/s)"
+        tied = [x for x in b["within_tie_share"] if x != b["batch_size"]]
+        if tied:
+            line += (f"; batch {', '.join(map(str, tied))} within {TIE_SHARE:.0%} of it, which the model does not "
+                     "tell apart")
+        if measure:
+            line += (f"; measured: batch {b['measured_batch_size']} ({b['measured_samples_per_s']:.4g} samples/s)")
+        c.print(line)
+    if len(r["devices"]) > 1:
+        c.print("fastest device per batch size: " + ", ".join(f"{b}: {d}" for b, d in r["fastest"].items()))
+    for d, w in r["warnings"].items():
+        Console(stderr=True).print(f"[yellow]warning ({d}):[/] {w}", soft_wrap=True)
+    if plot:
+        c.print(f"plot: {r['plot']}")

@@ -190,12 +190,14 @@ def collect(cfg: CollectConfig, out: str, log: Callable[[str], None] = print, pr
     spec_json, target_json = spec.to_json(), spec.target_json
     tvm_version = tvm.__version__
 
+    from rich.console import Console
     from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
                                TimeRemainingColumn)
 
     bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                    TextColumn("{task.fields[rate]:.0f}/min"), TimeElapsedColumn(), TextColumn("ETA"),
-                   TimeRemainingColumn(), disable=not progress, transient=False)
+                   TimeRemainingColumn(), disable=not progress, transient=False,
+                   console=Console(stderr=True))  # its warnings too: stdout is for results (`--json`)
     completed = False
     t_start = time.time()
     try:
