@@ -202,7 +202,8 @@ SWEEP_HELP = ("Which batch size, which device: predict a network at several batc
               "--measure also compiles and times every pair on this machine; --plot draws latency per sample and "
               "throughput against the batch size.")
 SWEEP_EXAMPLE = ("Example: perfcast sweep resnet18 --batch-sizes 1,2,4,8 --device local --measure "
-                 "--plot r18-sweep.png; perfcast sweep bert_tiny --batch-sizes 1,4,16 --device local --device 'local:mcpu=haswell,threads=1'")
+                 "--plot r18-sweep.png; perfcast sweep bert_tiny --batch-sizes 1,4,16 --device local "
+                 "--device 'local:mcpu=haswell,threads=1'")
 
 
 def sweep(
