@@ -13,8 +13,9 @@ from __future__ import annotations
 from ..errors import PerfcastError
 
 # Batch sizes whose predicted throughput is within this share of the best one's are reported as not told apart:
-# across the batch sizes of one network the model's error moved by 11-13 points (README, Which batch size, which
-# device: resnet18 +1.6 to -9.4 %, bert_tiny -5.6 to +7.3 % at batch 1-8, measured here on 2026-12-05).
+# across the batch sizes of one network the model's error moved by 8-13 points (README, Which batch size, which
+# device: resnet18 +1.6 to -9.4 %, bert_tiny -5.6 to +7.3 %, mobilenet_v2 0.0 to -7.6 % at batch 1-8, measured on
+# the znver5 host on 2026-12-05).
 TIE_SHARE = 0.10
 
 
