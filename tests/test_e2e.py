@@ -679,3 +679,12 @@ def test_sweep_command_prints_json_and_names_a_bad_device():
     assert [x["batch_size"] for x in out["rows"]] == [1, 2] and out["devices"] == ["local"]
     res = CliRunner().invoke(app, ["sweep", "mlp", "--device", "nosuch"])
     assert res.exit_code != 0 and "nosuch" in str(res.exception)
+
+
+def test_sweep_refuses_to_measure_a_remote_device_before_measuring_the_local_ones():
+    """The remote device is listed second: the error comes before the model loads or `local` is measured (the model
+    directory given does not exist, so reaching the model would be a different error)."""
+    from perfcast.e2e.sweep import sweep_network
+
+    with pytest.raises(PerfcastError, match="--measure runs on this machine; 'epyc_7452' is remote"):
+        sweep_network("mlp", "1", ["local", "epyc_7452"], model="/nonexistent/model", measure=True, progress=False)

@@ -292,6 +292,13 @@ def unseen_device_warning(model, spec, device: str) -> str | None:
             f"then `--model mymodel`)")
 
 
+def check_measurable(spec) -> None:
+    """`--measure` times on this machine: a remote device is a one-line error (before any work, where it matters)."""
+    if spec.rpc_key:
+        raise PerfcastError(f"--measure runs on this machine; {spec.device_id!r} is remote. Drop --measure or "
+                            "use --device local")
+
+
 def measure_network(network: str, batch_size: int, spec, input_shape: str | None = None, repeats: int = 5,
                     kernels: bool = True, fused=None) -> dict:
     """Latency of the whole network compiled by TVM (same fused module as the tasks) on this machine, timed with
@@ -312,9 +319,7 @@ def measure_network(network: str, batch_size: int, spec, input_shape: str | None
 
     from ..collect.tasks import fuse, to_relax
 
-    if spec.rpc_key:
-        raise PerfcastError(f"--measure runs on this machine; {spec.device_id!r} is remote. Drop --measure or "
-                            "use --device local")
+    check_measurable(spec)
     os.environ["TVM_NUM_THREADS"] = str(spec.threads)
     _, _, mod = to_relax(network, batch_size, input_shape)
     fused = fuse(mod) if fused is None else fused
