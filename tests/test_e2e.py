@@ -256,6 +256,24 @@ def test_tuned_schedules_are_predicted_and_compiled(mlp_tuned_db):
     assert all("measured_s" in k for k in tuned["kernels"])  # the compiled module kept the kernels' names
 
 
+def test_sweep_says_which_batch_sizes_a_tuned_database_does_not_cover(mlp_tuned_db):
+    """The database was tuned at batch 1: at batch 2 the MLP's kernels are other tasks, left TVM's defaults, and the
+    command says the rows then compare tuned with untuned code."""
+    from typer.testing import CliRunner
+
+    from perfcast.cli.app import app
+
+    res = CliRunner().invoke(app, ["sweep", "mlp", "--batch-sizes", "1,2", "--schedules", f"tuned:{mlp_tuned_db}"])
+    assert res.exit_code == 0, res.output
+    flat = " ".join(res.output.split())
+    assert "local batch 2: 3 of 3" in flat and "local batch 1:" not in flat
+    assert "tune at that batch size (`perfcast tune --batch-size N`)" in flat
+    res = CliRunner().invoke(app, ["sweep", "mlp", "--batch-sizes", "1,2", "--schedules", f"tuned:{mlp_tuned_db}",
+                                   "--json"])
+    rows = json.loads(res.output)["rows"]
+    assert [(x["scheduled_kernels"], x["untuned_kernels"]) for x in rows] == [(3, 0), (0, 3)]
+
+
 def test_tuned_kernels_are_predicted_as_the_fastest_of_their_search(mlp_tuned_db):
     """Selection-aware prediction (perfcast.e2e.selection) on a real database: each tuned kernel with several
     candidates is the median fastest of the model's predictions of them, computed here from the database directly;

@@ -265,5 +265,12 @@ def sweep(
         c.print("fastest device per batch size: " + ", ".join(f"{b}: {d}" for b, d in r["fastest"].items()))
     for d, w in r["warnings"].items():
         Console(stderr=True).print(f"[yellow]warning ({d}):[/] {w}", soft_wrap=True)
+    mixed = [f"{x['device']} batch {x['batch_size']}: {x['untuned_kernels']} of "
+             f"{x['scheduled_kernels'] + x['untuned_kernels']}" for x in r["rows"] if x.get("untuned_kernels")]
+    if mixed:
+        Console(stderr=True).print(f"[yellow]warning:[/] {r['schedules']} has no schedule for some kernels, which "
+                                   f"keep TVM's default code ({'; '.join(mixed)}): those rows compare tuned with "
+                                   "untuned kernels; tune at that batch size (`perfcast tune --batch-size N`)",
+                                   soft_wrap=True)
     if plot:
         c.print(f"plot: {r['plot']}")

@@ -37,7 +37,9 @@ def sweep_network(network: str, batch_sizes, devices, model=None, schedules: str
     """{"network", "rows": [...], "best_batch": {device: ...}, "fastest": {batch size: device}, "warnings": {...}}.
 
     Each row: device, batch_size, predicted_s, predicted_per_sample_s, samples_per_s, peak_mem_bytes, device_seen
-    (False: the model has no measurement of the device and predicts it from device features only), and where the
+    (False: the model has no measurement of the device and predicts it from device features only); with `schedules`
+    other than "default" scheduled_kernels / untuned_kernels (a database tuned at batch 1 leaves batch 4's kernels
+    TVM's defaults, so the rows then compare tuned with untuned code); and where the
     model has an interval for the device predicted_low_s / predicted_high_s; with `calibrate` the device's speed
     ratio (`perfcast calibrate`, measured once per device); with `measure` measured_s, measured_samples_per_s and
     error. `batch_sizes`: a list of positive ints or a string '1,2,4'; `devices`: device ids (`perfcast devices`)."""
@@ -46,6 +48,7 @@ def sweep_network(network: str, batch_sizes, devices, model=None, schedules: str
     from ..eval.workflow import trained_on
     from ..models import load_model
     from .predict import check_measurable, predict_network
+    from .schedules import NoScheduleRecords
 
     sizes = parse_batch_sizes(",".join(map(str, batch_sizes)) if not isinstance(batch_sizes, str) else batch_sizes)
     devices = list(dict.fromkeys(devices or ["local"]))
@@ -69,8 +72,12 @@ def sweep_network(network: str, batch_sizes, devices, model=None, schedules: str
     steps = [(d, b) for d in devices for b in sizes]
     for d, b in track(steps, description=f"predicting {len(steps)} (device, batch size) pairs", transient=True,
                       console=Console(stderr=True), disable=not progress):
-        r = predict_network(network, b, d, m, measure, input_shape, schedules=schedules, speed_ratio=ratios.get(d),
-                            context=context)
+        try:
+            r = predict_network(network, b, d, m, measure, input_shape, schedules=schedules,
+                                speed_ratio=ratios.get(d), context=context)
+        except NoScheduleRecords as e:  # the database was tuned at other batch sizes: this pair runs TVM's defaults
+            r = predict_network(network, b, d, m, measure, input_shape, speed_ratio=ratios.get(d), context=context)
+            r.update(scheduled_kernels=0, untuned_kernels=e.untuned_kernels)
         row = {"device": d, "batch_size": b, "predicted_s": r["predicted_s"],
                "predicted_per_sample_s": r["predicted_s"] / b, "samples_per_s": b / r["predicted_s"],
                "peak_mem_bytes": r["memory"]["peak_bytes"], "device_seen": bool(seen[d])}
@@ -78,6 +85,8 @@ def sweep_network(network: str, batch_sizes, devices, model=None, schedules: str
             row["predicted_low_s"], row["predicted_high_s"] = r["interval"]["low_s"], r["interval"]["high_s"]
         if "speed_ratio" in r:
             row["speed_ratio"] = r["speed_ratio"]
+        if schedules != "default":  # a database tuned at one batch size has no schedule for another's kernels
+            row.update(scheduled_kernels=r["scheduled_kernels"], untuned_kernels=r["untuned_kernels"])
         if measure:
             row.update(measured_s=r["measured_s"], measured_samples_per_s=b / r["measured_s"], error=r["error"])
         if r.get("warning") and r["warning"] not in warnings[d]:
