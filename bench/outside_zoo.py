@@ -10,7 +10,8 @@ measured time of the program each model ranks first.
 
 `--ops` picks operators by name; the default is the first four (batch_matmul, depthwise7x7, conv1d, rms_norm),
 `--ops all` adds ten more (2026-11-30: grouped, dilated and 3-D convolutions, attention scores, softmax, a 5x5 max
-pool, a tanh GELU, GroupNorm, a head transpose and an int8 x int8 -> int32 matmul). A database whose programs use
+pool, a tanh GELU, GroupNorm, a head transpose and an int8 x int8 -> int32 matmul; 2026-12-05: a dense layer with
+bias and GELU, a channels-last convolution, an L2 row normalisation). A database whose programs use
 element types the model never trained on (the int8 one) is marked `unseen_dtypes`: the model warns on those.
 
 `--device local:mcpu=NAME,threads=N` tunes (and predicts) for another code-generation target of this CPU;
@@ -150,18 +151,46 @@ def operators():
                        name="C")
         return [a, b, c]
 
+    # three more (2026-12-05): a dense layer with its bias and GELU epilogue at widths no zoo network has, a
+    # channels-last convolution (the zoo's are NCHW), a row-wise L2 normalisation
+    def dense_bias_gelu():  # 200 x 333 -> 777, + bias, erf GELU
+        x = te.placeholder((200, 333), name="X")
+        w = te.placeholder((777, 333), name="W")
+        b = te.placeholder((777,), name="B")
+        k = te.reduce_axis((0, 333), "k")
+        d = te.compute((200, 777), lambda i, j: te.sum(x[i, k] * w[j, k], axis=k), name="D")
+        y = te.compute((200, 777), lambda i, j: 0.5 * (d[i, j] + b[j]) * (
+            1.0 + te.erf((d[i, j] + b[j]) * 0.7071067811865476)), name="Y")
+        return [x, w, b, y]
+
+    def conv2d_nhwc():  # 3x3, 64 -> 96 channels, 28x28, channels last
+        x = te.placeholder((1, 30, 30, 64), name="X")
+        w = te.placeholder((3, 3, 64, 96), name="W")
+        ry, rx, rc = te.reduce_axis((0, 3), "ry"), te.reduce_axis((0, 3), "rx"), te.reduce_axis((0, 64), "rc")
+        y = te.compute((1, 28, 28, 96), lambda n, h, v, o: te.sum(x[n, h + ry, v + rx, rc] * w[ry, rx, rc, o],
+                                                                  axis=[ry, rx, rc]), name="Y")
+        return [x, w, y]
+
+    def l2_norm():  # each of 256 rows of 512 divided by its L2 norm
+        x = te.placeholder((256, 512), name="X")
+        k = te.reduce_axis((0, 512), "k")
+        ss = te.compute((256,), lambda i: te.sum(x[i, k] * x[i, k], axis=k), name="SS")
+        y = te.compute((256, 512), lambda i, j: x[i, j] / te.sqrt(ss[i] + 1e-12), name="Y")
+        return [x, y]
+
     import tvm
 
     fs = dict(batch_matmul=batch_matmul, depthwise7x7=depthwise7x7, conv1d=conv1d, rms_norm=rms_norm,
               grouped_conv=grouped_conv, dilated_conv=dilated_conv, conv3d=conv3d, attn_scores=attn_scores,
               softmax=softmax, maxpool5=maxpool5, gelu_tanh=gelu_tanh, group_norm=group_norm,
-              transpose_heads=transpose_heads, int8_matmul=int8_matmul)
+              transpose_heads=transpose_heads, int8_matmul=int8_matmul, dense_bias_gelu=dense_bias_gelu,
+              conv2d_nhwc=conv2d_nhwc, l2_norm=l2_norm)
     return {name: tvm.IRModule({"main": te.create_prim_func(f())}) for name, f in fs.items()}
 
 
 FIRST = ("batch_matmul", "depthwise7x7", "conv1d", "rms_norm")  # the default set (since 2026-11-29)
 ALL = FIRST + ("grouped_conv", "dilated_conv", "conv3d", "attn_scores", "softmax", "maxpool5", "gelu_tanh",
-               "group_norm", "transpose_heads", "int8_matmul")
+               "group_norm", "transpose_heads", "int8_matmul", "dense_bias_gelu", "conv2d_nhwc", "l2_norm")
 
 
 @contextlib.contextmanager
