@@ -37,12 +37,12 @@ def sweep_network(network: str, batch_sizes, devices, model=None, schedules: str
     """{"network", "rows": [...], "best_batch": {device: ...}, "fastest": {batch size: device}, "warnings": {...}}.
 
     Each row: device, batch_size, predicted_s, predicted_per_sample_s, samples_per_s, peak_mem_bytes, device_seen
-    (False: the model has no measurement of the device and predicts it from device features only); with `schedules`
-    other than "default" scheduled_kernels / untuned_kernels (a database tuned at batch 1 leaves batch 4's kernels
-    TVM's defaults, so the rows then compare tuned with untuned code); and where the
-    model has an interval for the device predicted_low_s / predicted_high_s; with `calibrate` the device's speed
-    ratio (`perfcast calibrate`, measured once per device); with `measure` measured_s, measured_samples_per_s and
-    error. `batch_sizes`: a list of positive ints or a string '1,2,4'; `devices`: device ids (`perfcast devices`)."""
+    (False: the model has no measurement of the device and predicts it from device features only); where the model
+    has an interval for the device predicted_low_s / predicted_high_s; with `schedules` other than "default"
+    scheduled_kernels / untuned_kernels (a database tuned at batch 1 has no schedule for batch 4's kernels, which
+    keep TVM's defaults: such rows compare tuned with untuned code); with `calibrate` the device's speed ratio
+    (`perfcast calibrate`, measured once per device); with `measure` measured_s, measured_samples_per_s and error.
+    `batch_sizes`: a list of positive ints or a string '1,2,4'; `devices`: device ids (`perfcast devices`)."""
     from ..devices import get_device
     from ..devices.base import device_key
     from ..eval.workflow import trained_on
