@@ -20,7 +20,7 @@ exactly that: a LightGBM fitted on the K tasks' log(target / scaled source) from
 `--kmeans` also draws the K tasks with CDMPP's Algorithm 1 (perfcast's `kmeans` sampler, on the bundled model's
 latents of each target's measured programs, `--seeds` seeds) for each target and its nearest source, beside the
 random draws: issue #5 asks KMeans to beat random sampling on average, and with a perfect model what is left to
-decide it is which tasks the one factor is fitted on (~1 min more: the features and the model load).
+decide it is which tasks the one factor is fitted on (~3 min: the feature cache, the model and its latents).
 
 Only records of measurement protocol `--min-protocol` or newer (default 2) are used, so the older protocol's
 noisier labels do not inflate the figure. No measuring; ~20 s (`--residual`: the feature cache, 27 min on a fresh
@@ -65,8 +65,14 @@ def _run(a) -> None:
     from perfcast.eval.workflow import load_data, open_records
 
     ks = [int(k) for k in a.ks.split(",")]
+    model = None
+    if a.kmeans:
+        from perfcast.models import load_model
+
+        model = load_model(None)  # its latents choose the KMeans tasks
     if a.residual or a.kmeans:
-        _, df, X = load_data(a.data, min_protocol=a.min_protocol, progress=True, asm=a.kmeans)
+        _, df, X = load_data(a.data, min_protocol=a.min_protocol, progress=True,
+                             asm=bool(model is not None and model.needs_asm))
         if a.residual:
             from perfcast.models.gbdt import program_matrix
 
@@ -88,7 +94,7 @@ def _run(a) -> None:
             rt, rs = both[t].to_numpy(), both[s].to_numpy()
             tasks = task_all[rt]
             uniq = np.unique(tasks)
-            first = (pd.Series(tasks).groupby(tasks).cumcount() < a.programs_per_task).to_numpy()  # measured ones
+            first = _first_per_task(tasks, a.programs_per_task)  # the measured ones
             for k in ks:
                 if k >= len(uniq):
                     continue
@@ -126,7 +132,7 @@ def _run(a) -> None:
     console.print(table)
     console.print(f"{sum(under)} of {len(under)} targets within 12 % at their largest K (issue #5's bar: at K = 50) "
                   "through the measured latencies of their nearest device")
-    kmeans = _kmeans_cells(a, X, df, rows, best, y_all, task_all, ks, out, console) if a.kmeans else []
+    kmeans = _kmeans_cells(a, model, X, df, rows, best, y_all, task_all, ks, out, console) if a.kmeans else []
     if a.plot:
         _plot(out, best, a.plot)
         console.print(f"plot: {a.plot}")
@@ -160,26 +166,30 @@ def _plot(out, best: dict, path: str) -> None:
     plt.close(fig)
 
 
-def _kmeans_cells(a, X, df, rows, best: dict, y, task_all, ks, out, console) -> list[dict]:
+def _first_per_task(tasks: np.ndarray, n: int) -> np.ndarray:
+    """(len(tasks),) bool: each task's first `n` rows (the programs a measured task contributes)."""
+    import pandas as pd
+
+    return (pd.Series(tasks).groupby(tasks).cumcount() < n).to_numpy()
+
+
+def _kmeans_cells(a, model, X, df, rows, best: dict, y, task_all, ks, out, console) -> list[dict]:
     """Per target and its nearest source: the oracle with the K tasks chosen by perfcast's `kmeans` sampler (on the
     bundled model's latents of the target's first `--programs-per-task` programs of each task, on the target's
     device vector; `--seeds` seeds) beside the random draws' figure; prints a table and the count of cells won."""
-    import pandas as pd
     from rich.table import Table
 
     from perfcast.adapt import get_sampler
     from perfcast.adapt.proxy import measured_proxy_mape
     from perfcast.devices.base import DeviceSpec
-    from perfcast.models import load_model
 
-    model = load_model(None)
     res = []
     for t in sorted(best):
         s = best[t]
         both = rows[[t, s]].dropna().astype(int)
         rt, rs = both[t].to_numpy(), both[s].to_numpy()
         tasks = task_all[rt]
-        first = (pd.Series(tasks).groupby(tasks).cumcount() < a.programs_per_task).to_numpy()
+        first = _first_per_task(tasks, a.programs_per_task)
         vec = DeviceSpec.from_json(df["device_spec_json"][rt[0]]).feature_vector()
         Z = model.latent(X.take(rt[first]).on_device(vec))  # (pool programs, latent size)
         g = out[(out.target == t) & (out.source == s)].set_index("k")

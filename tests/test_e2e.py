@@ -272,6 +272,11 @@ def test_sweep_says_which_batch_sizes_a_tuned_database_does_not_cover(mlp_tuned_
                                    "--json"])
     rows = json.loads(res.output)["rows"]
     assert [(x["scheduled_kernels"], x["untuned_kernels"]) for x in rows] == [(3, 0), (0, 3)]
+    # a single prediction with that database at batch 2 is still an error naming the cause (only the sweep allows it)
+    from perfcast.e2e import predict_network
+
+    with pytest.raises(PerfcastError, match="the database has no record of any kernel of this network"):
+        predict_network("mlp", batch_size=2, schedules=f"tuned:{mlp_tuned_db}")
 
 
 def test_tuned_kernels_are_predicted_as_the_fastest_of_their_search(mlp_tuned_db):
@@ -296,21 +301,24 @@ def test_tuned_kernels_are_predicted_as_the_fastest_of_their_search(mlp_tuned_db
     assert sel["selection"]["sigma"] == sigma and sel["selection"]["kernels"] == sum(len(c) > 1 for c in cands.values())
     assert sel["selection"]["kernels"] >= 1
     assert sel["selection"]["kept_predicted_s"] == pytest.approx(kept["predicted_s"], rel=1e-9)
+    # a program predicted alone and inside a batch differs by float32 rounding (torch picks other kernels per batch
+    # size): up to 1.6e-6 relative seen on 2026-12-05, where a bound of one in a million failed one run in five
+    rel = 1e-5
     by_key = {k["workload_key"]: k for k in kept["kernels"]}
     for k in sel["kernels"]:
         own = predict_programs([low.programs[k["workload_key"]]])[0]
-        assert by_key[k["workload_key"]]["predicted_s"] == pytest.approx(own, rel=1e-6)
+        assert by_key[k["workload_key"]]["predicted_s"] == pytest.approx(own, rel=rel)
         c = cands[k["workload_key"]]
         if len(c) == 1:
-            assert "candidates" not in k and k["predicted_s"] == pytest.approx(own, rel=1e-6)
+            assert "candidates" not in k and k["predicted_s"] == pytest.approx(own, rel=rel)
             continue
         # the kept program is one of the candidates; the fastest of them is predicted below the best prediction
         assert any(tvm_equal(main_func(x), main_func(low.programs[k["workload_key"]])) for x in c)
         p = predict_programs(c)
-        assert k["candidates"] == len(c) and k["kept_predicted_s"] == pytest.approx(own, rel=1e-6)
-        assert k["predicted_s"] == pytest.approx(fastest_of(p, sigma), rel=1e-6)
+        assert k["candidates"] == len(c) and k["kept_predicted_s"] == pytest.approx(own, rel=rel)
+        assert k["predicted_s"] == pytest.approx(fastest_of(p, sigma), rel=rel)
         # at or below the best prediction (equal to float noise when the fastest candidate is many sigma ahead)
-        assert k["predicted_s"] <= p.min() * (1 + 1e-9) and p.min() <= own * (1 + 1e-6)  # batch vs single: noise
+        assert k["predicted_s"] <= p.min() * (1 + 1e-9) and p.min() <= own * (1 + rel)  # batch vs single: noise
     assert sel["predicted_s"] <= kept["predicted_s"] * (1 + 1e-9)
     with pytest.raises(PerfcastError, match=re.escape("selection sigma -0.1 must be between 0 and 2")):
         predict_network("mlp", schedules=spec, selection_sigma=-0.1)

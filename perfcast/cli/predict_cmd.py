@@ -17,6 +17,11 @@ EXAMPLE = ("Example: perfcast predict resnet18 --batch-size 1 --device local --c
            "perfcast predict resnet50 --schedules tuned:my-db --measure")
 
 
+def _context_option(context: str):
+    """--context auto | none | FILE -> predict_network's `context` (True, False or the file)."""
+    return {"auto": True, "none": False}.get(context, context)
+
+
 def predict(
     network: str = typer.Argument(..., help="zoo name, FILE.onnx or file.py:factory"),
     batch_size: int = typer.Option(1, help="batch size"),
@@ -60,7 +65,7 @@ def predict(
         ratio, calibration_note = speed_ratio_or_note(device, model)
     r = predict_network(network, batch_size, device, model, measure, input_shape, schedules=schedules,
                         method=method, layerwise_model=layerwise_model, speed_ratio=ratio,
-                        context={"auto": True, "none": False}.get(context, context),
+                        context=_context_option(context),
                         selection_sigma=selection_sigma)
     if calibration_note:
         r["warning"] = f"{r['warning']}; {calibration_note}" if r.get("warning") else calibration_note
@@ -224,7 +229,7 @@ def sweep(
     from ..e2e.sweep import TIE_SHARE, plot_sweep, sweep_network
 
     r = sweep_network(network, batch_sizes, device, model, schedules, input_shape,
-                      context={"auto": True, "none": False}.get(context, context), calibrate=calibrate,
+                      context=_context_option(context), calibrate=calibrate,
                       measure=measure, progress=not json_out)
     if plot:
         r["plot"] = plot_sweep(r, plot)

@@ -29,7 +29,8 @@ METHODS = ("kernel", "layerwise")
 def predict_network(network: str, batch_size: int = 1, device: str = "local", model=None, measure: bool = False,
                     input_shape: str | None = None, repeats: int = 5, schedules: str = "default",
                     method: str = "kernel", layerwise_model=None, speed_ratio: float | None = None,
-                    context: bool | str = True, selection_sigma: float | None = None) -> dict:
+                    context: bool | str = True, selection_sigma: float | None = None,
+                    allow_untuned: bool = False) -> dict:
     """{"network", "batch_size", "device", "predicted_s", "kernels": [...], "measured_s"?, ...} for `network`.
 
     `schedules`: "default", "tuned:DB_DIR" or "random:SEED" (see `perfcast.e2e.schedules`).
@@ -42,6 +43,8 @@ def predict_network(network: str, batch_size: int = 1, device: str = "local", mo
     (`perfcast.e2e.context`: kernels run slower inside a network than alone, as the model's records timed them),
     a path applies that context file's fit, False none. The sum of the isolated predictions is kept as
     `isolated_predicted_s`, and `context` says which fit was applied (None: none).
+    `allow_untuned`: a tuned database with no record of any of the network's kernels predicts TVM's default kernels
+    instead of failing (`perfcast sweep`; `scheduled_kernels` then says 0).
     `selection_sigma` (tuned:DB only; default the model's fitted one, `selection.model_sigma`; 0: off): each tuned
     kernel is predicted as the fastest of the candidates the search measured (`perfcast.e2e.selection`: the search
     kept the candidate that measured fastest, so the model's prediction of it alone is biased high); each such
@@ -77,7 +80,7 @@ def predict_network(network: str, batch_size: int = 1, device: str = "local", mo
     m = model if hasattr(model, "predict") else load_model(model)
     sigma = model_sigma(m) if selection_sigma is None else check_sigma(selection_sigma)
     t0 = time.time()
-    low = lower_network(network, batch_size, spec, schedules, input_shape)
+    low = lower_network(network, batch_size, spec, schedules, input_shape, allow_untuned)
     t_lower = time.time() - t0
     graph, keys, programs, names, order = low.graph, low.keys, low.programs, low.names, list(low.programs)
     Xp = features_of_programs([programs[k] for k in order], spec, asm=m.needs_asm)
@@ -199,8 +202,9 @@ class LoweredNetwork:
 
 
 def lower_network(network: str, batch_size: int, spec, schedules: str = "default",
-                  input_shape: str | None = None) -> LoweredNetwork:
-    """Lower `network` (zoo name, ONNX file or file.py:factory) for device `spec` and apply `schedules`."""
+                  input_shape: str | None = None, allow_untuned: bool = False) -> LoweredNetwork:
+    """Lower `network` (zoo name, ONNX file or file.py:factory) for device `spec` and apply `schedules`
+    (`allow_untuned`: see `schedules.apply_schedules`)."""
     import tvm
     from tvm import relax
 
@@ -218,7 +222,7 @@ def lower_network(network: str, batch_size: int, spec, schedules: str = "default
     fused = relax.transform.RewriteDataflowReshape()(fuse(mod))
     graph = kernel_graph(fused)
     memory = network_memory(fused)
-    applied, sched_info = apply_schedules(fused, spec.target(), schedules)
+    applied, sched_info = apply_schedules(fused, spec.target(), schedules, allow_untuned)
     keys, programs, names, names_of = [], {}, {}, {}
     for name, func, _ in graph:
         k = structural_key(func)  # the task's key (of the unscheduled kernel), as in the dataset

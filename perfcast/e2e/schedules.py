@@ -37,17 +37,10 @@ def parse_schedules(spec: str) -> tuple[str, str | None]:
                         "(e.g. --schedules random:0)")
 
 
-class NoScheduleRecords(PerfcastError):
-    """A tuned database with no record of any kernel of the network (another network, batch size or target);
-    `untuned_kernels`: the network's kernels, all left TVM's defaults."""
-
-    def __init__(self, message: str, untuned_kernels: int):
-        super().__init__(message)
-        self.untuned_kernels = untuned_kernels
-
-
-def apply_schedules(fused, target, spec: str) -> tuple[object, dict]:
-    """(module with scheduled kernels substituted, {"schedules", "scheduled_kernels", "untuned_kernels"})."""
+def apply_schedules(fused, target, spec: str, allow_untuned: bool = False) -> tuple[object, dict]:
+    """(module with scheduled kernels substituted, {"schedules", "scheduled_kernels", "untuned_kernels"}).
+    A tuned database with no record of any kernel is an error, unless `allow_untuned` (`perfcast sweep`: a database
+    tuned at batch 1 has none of batch 4's kernels, which then keep TVM's defaults)."""
     import tvm
     from tvm.s_tir import meta_schedule as ms
 
@@ -88,9 +81,9 @@ def apply_schedules(fused, target, spec: str) -> tuple[object, dict]:
     out = tvm.IRModule(funcs, attrs=fused.attrs)
     untuned = sum(isinstance(f, tvm.tirx.PrimFunc) for f in funcs.values()) - n
     info = {"schedules": spec, "scheduled_kernels": n, "untuned_kernels": untuned}
-    if kind == "tuned" and n == 0:
-        raise NoScheduleRecords(f"--schedules {spec}: the database has no record of any kernel of this network "
-                                "(was it tuned for this network, batch size and target?)", untuned)
+    if kind == "tuned" and n == 0 and not allow_untuned:
+        raise PerfcastError(f"--schedules {spec}: the database has no record of any kernel of this network "
+                            "(was it tuned for this network, batch size and target?)")
     return out, info
 
 

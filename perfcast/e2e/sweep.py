@@ -48,7 +48,6 @@ def sweep_network(network: str, batch_sizes, devices, model=None, schedules: str
     from ..eval.workflow import trained_on
     from ..models import load_model
     from .predict import check_measurable, predict_network
-    from .schedules import NoScheduleRecords
 
     sizes = parse_batch_sizes(",".join(map(str, batch_sizes)) if not isinstance(batch_sizes, str) else batch_sizes)
     devices = list(dict.fromkeys(devices or ["local"]))
@@ -72,12 +71,9 @@ def sweep_network(network: str, batch_sizes, devices, model=None, schedules: str
     steps = [(d, b) for d in devices for b in sizes]
     for d, b in track(steps, description=f"predicting {len(steps)} (device, batch size) pairs", transient=True,
                       console=Console(stderr=True), disable=not progress):
-        try:
-            r = predict_network(network, b, d, m, measure, input_shape, schedules=schedules,
-                                speed_ratio=ratios.get(d), context=context)
-        except NoScheduleRecords as e:  # the database was tuned at other batch sizes: this pair runs TVM's defaults
-            r = predict_network(network, b, d, m, measure, input_shape, speed_ratio=ratios.get(d), context=context)
-            r.update(scheduled_kernels=0, untuned_kernels=e.untuned_kernels)
+        # a database tuned at other batch sizes has none of this pair's kernels: they keep TVM's defaults
+        r = predict_network(network, b, d, m, measure, input_shape, schedules=schedules, speed_ratio=ratios.get(d),
+                            context=context, allow_untuned=True)
         row = {"device": d, "batch_size": b, "predicted_s": r["predicted_s"],
                "predicted_per_sample_s": r["predicted_s"] / b, "samples_per_s": b / r["predicted_s"],
                "peak_mem_bytes": r["memory"]["peak_bytes"], "device_seen": bool(seen[d])}
