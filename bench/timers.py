@@ -72,7 +72,7 @@ def main() -> None:
     from perfcast.collect.sentinel import summary
     from perfcast.collect.worker import IsolatedRunner
     from perfcast.data.importer import database_records
-    from perfcast.devices import get_device
+    from perfcast.devices import get_device, require_local
     from perfcast.errors import PerfcastError
     from perfcast.eval.workflow import predict_programs
     from perfcast.models import load_model
@@ -80,8 +80,7 @@ def main() -> None:
     if a.limit < 1:
         raise PerfcastError(f"--limit {a.limit}: re-time at least one record per database (e.g. --limit 64)")
     spec = get_device(a.device)
-    if spec.rpc_key:
-        raise PerfcastError(f"{a.device!r} is remote; this script times on this machine (use --device local)")
+    require_local(spec, "bench/timers.py")
     model = load_model(a.model)
     knobs = {}
     if a.spin_count is not None:

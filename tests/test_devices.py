@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from perfcast.devices import DeviceSpec, get_device, list_device_specs
+from perfcast.devices import DeviceSpec, get_device, list_device_specs, require_local
 from perfcast.errors import PerfcastError, UnknownNameError
 
 
@@ -91,6 +91,23 @@ def test_known_devices_carry_the_public_figures():
     assert get_device("a100").kind == "gpu"
     t = get_device("t4:key=mine,tracker=10.0.0.1:9190")
     assert t.rpc_key == "mine" and t.rpc_tracker == "10.0.0.1:9190"
+
+
+def test_measuring_a_remote_device_here_is_one_line_naming_the_fix():
+    for dev in ("local", "local:mcpu=haswell,threads=1"):
+        require_local(get_device(dev), "tuning")  # no error
+    with pytest.raises(PerfcastError, match=r"^tuning runs on this machine; 't4' is remote\. Use --device local$"):
+        require_local(get_device("t4"), "tuning")
+    with pytest.raises(PerfcastError, match=r"'rpc:key=k,tracker=127\.0\.0\.1:9190' is remote\. Drop --measure"):
+        require_local(get_device("rpc:key=k,tracker=127.0.0.1:9190"), "--measure", "drop --measure or use local")
+    # the commands that measure say it before any work
+    from perfcast.collect.calibrate import calibrate
+    from perfcast.e2e.schedules import tune_network
+
+    with pytest.raises(PerfcastError, match="^calibrate runs on this machine; 'v100' is remote"):
+        calibrate(device="v100")
+    with pytest.raises(PerfcastError, match="^tuning runs on this machine; 'v100' is remote"):
+        tune_network("mlp", "/nonexistent/db", 4, device="v100")
 
 
 def test_spec_json_round_trip():

@@ -10,10 +10,11 @@ import numpy as np
 import pandas as pd
 import pytest
 from scipy import stats
+from scipy.integrate import quad
 
 from perfcast.errors import PerfcastError, UnknownNameError
 from perfcast.eval import (SPLITS, Split, accuracy_within, by_device, by_network, by_task, get_split,
-                           held_out_task_mask, kendall_tau_by_group, mape, r2, random_split, rmse, summarize,
+                           held_out_task_mask, kendall_tau_by_group, label_noise_split, lognormal_mape, mape, r2, random_split, rmse, summarize,
                            top_k_score)
 
 # ------------------------------------------------------------------------------------------------------------ metrics
@@ -124,6 +125,41 @@ def test_summarize():
     assert json.loads(json.dumps(full)) == full
 
 
+def test_label_noise_split_hand_math():
+    # p = 1; log(p / y) = e, log(p / y_again) = e2, so y = exp(-e), y_again = exp(-e2)
+    e, e2 = np.array([0.3, -0.1, -0.2, 0.1]), np.array([0.2, -0.3, 0.0, 0.1])
+    s = label_noise_split(np.exp(-e), np.exp(-e2), np.ones(4))
+    # E[e^2] = 0.15 / 4, E[e e2] = 0.10 / 4: the model's own 0.025, the labels' noise 0.0125
+    assert s["n"] == 4
+    assert s["total_rms"] == pytest.approx(math.sqrt(0.0375), rel=1e-12)
+    assert s["model_rms"] == pytest.approx(math.sqrt(0.025), rel=1e-12)
+    assert s["label_noise_rms"] == pytest.approx(math.sqrt(0.0125), rel=1e-12)
+    assert s["model_share"] == pytest.approx(2 / 3, rel=1e-12)
+    # y_again / y = exp(e - e2) = exp(0.1), exp(0.2), exp(-0.2), exp(0)
+    floor = (math.expm1(0.1) + math.expm1(0.2) - math.expm1(-0.2) + 0) / 4
+    assert s["floor_mape"] == pytest.approx(floor, rel=1e-12)
+    assert s["model_mape"] == mape(np.exp(-e), np.ones(4)) and s["model_mape_again"] == mape(np.exp(-e2), np.ones(4))
+    assert s["model_rms_as_mape"] == pytest.approx(lognormal_mape(math.sqrt(0.025)), rel=1e-12)
+
+
+def test_label_noise_split_recovers_known_parts_and_lognormal_mape_matches_scipy():
+    rng = np.random.default_rng(0)
+    n = 200_000
+    truth = np.exp(rng.normal(-7, 2, n))
+    pred = truth * np.exp(rng.normal(0, 0.25, n))  # the model's own error: rms 0.25
+    y, y_again = truth * np.exp(rng.normal(0, 0.10, n)), truth * np.exp(rng.normal(0, 0.15, n))
+    s = label_noise_split(y, y_again, pred)
+    assert s["model_rms"] == pytest.approx(0.25, abs=0.003)
+    assert s["label_noise_rms"] == pytest.approx(0.10, abs=0.006)
+    # E|exp(Z) - 1|, Z ~ N(0, sigma^2), by scipy's quadrature
+    for sigma in (0.05, 0.25, 1.0):
+        ref = quad(lambda z: abs(math.expm1(sigma * z)) * stats.norm.pdf(z), -12, 12, points=[0])[0]
+        assert lognormal_mape(sigma) == pytest.approx(ref, rel=1e-6)
+    assert lognormal_mape(0.0) == 0.0 and lognormal_mape(0.2) == pytest.approx(0.16172, abs=1e-5)
+    # and the MAPE of the simulated model against the truth is that of its rms
+    assert mape(truth, pred) == pytest.approx(lognormal_mape(0.25), rel=0.01)
+
+
 @pytest.mark.parametrize("call, match", [
     (lambda: mape([1, 2, 3], [1, 2]), "3 measured values but 2 predictions"),
     (lambda: rmse([1, 0, -1], [1, 1, 1]), r"2 of 3 \(first: index 1 = 0.0\) measured values are not positive"),
@@ -136,6 +172,8 @@ def test_summarize():
     (lambda: top_k_score([1, 2], [1, 2], ["a", "a"], [0, 0], k=1), "weights sum to 0"),
     (lambda: top_k_score([1, 2], [1, 2], ["a", "a"], k=0), "integer k >= 1"),
     (lambda: summarize([1, 2], [1, 2], weights=[1, 1]), "need groups"),
+    (lambda: label_noise_split([1, 2], [1, 0], [1, 1]), "measured values are not positive"),
+    (lambda: lognormal_mape(-0.1), "root mean square log error of -0.1"),
 ])
 def test_metric_input_errors(call, match):
     with pytest.raises(PerfcastError, match=match) as e:

@@ -152,7 +152,7 @@ def calibrate(device: str = "local", data: str | None = None, programs: int = 40
 
     from .. import paths
     from ..data.store import Dataset
-    from ..devices import get_device
+    from ..devices import get_device, require_local
     from ..devices.base import device_key
     from ..eval.splits import DEFAULT_TEST_NETWORKS
     from .collector import build_workers
@@ -161,8 +161,7 @@ def calibrate(device: str = "local", data: str | None = None, programs: int = 40
     from .worker import IsolatedRunner
 
     spec = get_device(device)
-    if spec.rpc_key:
-        raise PerfcastError(f"device {device!r} is remote; calibrate runs on this machine's devices (local...)")
+    require_local(spec, "calibrate")
     key = device_key(spec)
     root = data or str(paths.bundled_dataset_dir())
     excl = DEFAULT_TEST_NETWORKS if exclude_networks is None else tuple(exclude_networks)

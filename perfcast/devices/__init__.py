@@ -1,7 +1,7 @@
 """Device registry: `local` (this machine and its code-generation variants), known remote devices and `rpc`."""
 
 from . import known, local  # noqa: F401  (register "local", the known devices and "rpc")
-from .base import DeviceSpec, device_help, get_device, list_devices, parse_device_id, register
+from .base import DeviceSpec, device_help, get_device, list_devices, parse_device_id, register, require_local
 
 # code-generation variants of `local` worth listing (those this CPU can run) besides its own LLVM CPU name
 VARIANT_MCPUS = ("x86-64", "haswell", "skylake-avx512")
@@ -35,4 +35,4 @@ def list_device_specs() -> list[DeviceSpec]:
 
 
 __all__ = ["DeviceSpec", "get_device", "list_devices", "list_device_specs", "device_help", "parse_device_id",
-           "register"]
+           "register", "require_local"]

@@ -147,3 +147,10 @@ def get_device(device_id: str) -> DeviceSpec:
     if name not in _PROVIDERS:
         raise UnknownNameError("device", name, list_devices(), hint="see `perfcast devices`")
     return _PROVIDERS[name][0](opts)
+
+
+def require_local(spec: DeviceSpec, what: str, fix: str = "use --device local") -> None:
+    """`what` measures or tunes on this machine: a remote device (one reached through TVM RPC) is a one-line error
+    naming `fix`, raised before any work."""
+    if spec.rpc_key:
+        raise PerfcastError(f"{what} runs on this machine; {spec.device_id!r} is remote. {fix[:1].upper()}{fix[1:]}")

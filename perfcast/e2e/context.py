@@ -183,12 +183,11 @@ def measure_context(network: str, schedules: str = "default", device: str = "loc
     from ..collect.load import own_cpus
     from ..collect.measure import MeasureConfig
     from ..collect.worker import IsolatedRunner
-    from ..devices import get_device
+    from ..devices import get_device, require_local
     from .predict import lower_network, measure_network
 
     spec = get_device(device)
-    if spec.rpc_key:
-        raise PerfcastError(f"measuring the in-network context runs on this machine; {spec.device_id!r} is remote")
+    require_local(spec, "measuring the in-network context")
     low = lower_network(network, batch_size, spec, schedules, input_shape)
     order = list(low.programs)
     with IsolatedRunner(spec.threads, MeasureConfig(), workers=build_workers(own_cpus())) as run:

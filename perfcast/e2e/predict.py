@@ -296,13 +296,6 @@ def unseen_device_warning(model, spec, device: str) -> str | None:
             f"then `--model mymodel`)")
 
 
-def check_measurable(spec) -> None:
-    """`--measure` times on this machine: a remote device is a one-line error (before any work, where it matters)."""
-    if spec.rpc_key:
-        raise PerfcastError(f"--measure runs on this machine; {spec.device_id!r} is remote. Drop --measure or "
-                            "use --device local")
-
-
 def measure_network(network: str, batch_size: int, spec, input_shape: str | None = None, repeats: int = 5,
                     kernels: bool = True, fused=None) -> dict:
     """Latency of the whole network compiled by TVM (same fused module as the tasks) on this machine, timed with
@@ -322,8 +315,9 @@ def measure_network(network: str, batch_size: int, spec, input_shape: str | None
     from tvm import relax
 
     from ..collect.tasks import fuse, to_relax
+    from ..devices import require_local
 
-    check_measurable(spec)
+    require_local(spec, "--measure", "drop --measure or use --device local")
     os.environ["TVM_NUM_THREADS"] = str(spec.threads)
     _, _, mod = to_relax(network, batch_size, input_shape)
     fused = fuse(mod) if fused is None else fused

@@ -155,11 +155,10 @@ def tune_network(network: str, db_dir, trials: int, device: str = "local", batch
     from tvm.s_tir import meta_schedule as ms
 
     from ..collect.tasks import to_relax
-    from ..devices import get_device
+    from ..devices import get_device, require_local
 
     spec = get_device(device)
-    if spec.rpc_key:
-        raise PerfcastError(f"tuning runs on this machine; {device!r} is remote")
+    require_local(spec, "tuning")
     if trials < 1:
         raise PerfcastError(f"trials {trials} must be at least 1")
     Path(db_dir).mkdir(parents=True, exist_ok=True)

@@ -47,14 +47,15 @@ def sweep_network(network: str, batch_sizes, devices, model=None, schedules: str
     from ..devices.base import device_key
     from ..eval.workflow import trained_on
     from ..models import load_model
-    from .predict import check_measurable, predict_network
+    from ..devices import require_local
+    from .predict import predict_network
 
     sizes = parse_batch_sizes(",".join(map(str, batch_sizes)) if not isinstance(batch_sizes, str) else batch_sizes)
     devices = list(dict.fromkeys(devices or ["local"]))
     specs = {d: get_device(d) for d in devices}  # a bad id fails here, before any work
     if measure:  # a remote device fails before the local ones are measured, not after
         for spec in specs.values():
-            check_measurable(spec)
+            require_local(spec, "--measure", "drop --measure or use --device local")
     m = model if hasattr(model, "predict") else load_model(model)
     seen = dict(zip(devices, trained_on(m, [device_key(specs[d]) for d in devices])))
     ratios, warnings = {}, {d: [] for d in devices}  # device -> distinct warning lines

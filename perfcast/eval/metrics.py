@@ -168,3 +168,32 @@ def summarize(y: Any, p: Any, groups: Any = None, weights: Any = None) -> dict[s
         out["top1"] = top_k_score(y, p, groups, weights, k=1)
         out["top5"] = top_k_score(y, p, groups, weights, k=5)
     return out
+
+
+def lognormal_mape(rms: float) -> float:
+    """E|exp(Z) - 1| for Z ~ N(0, rms^2): the MAPE a log error of that root mean square gives (when normal).
+    Closed form: E[X - 1] + 2 E[(1 - X)+] for X = exp(Z) is exp(rms^2 / 2) (2 Phi(rms) - 1)."""
+    if not np.isfinite(rms) or rms < 0:
+        raise PerfcastError(f"metrics: a root mean square log error of {rms!r}; pass a finite value >= 0")
+    return float(np.exp(rms ** 2 / 2) * (2 * stats.norm.cdf(rms) - 1))
+
+
+def label_noise_split(y: Any, y_again: Any, p: Any) -> dict[str, float]:
+    """A model's squared log error against labels `y`, split into its own and the labels' noise, from a second,
+    independent reading `y_again` of every program (another sitting, its day's speed divided out).
+
+    With e = log(p / y) and e' = log(p / y_again), the two readings' noises independent of each other and of the
+    model's error against the latency the timer reads on average, E[e e'] is the model's own mean squared log error
+    and E[e^2] - E[e e'] the noise of `y`. Returned: n, total_rms, model_rms, label_noise_rms (roots of those means;
+    a sample whose noise estimate comes out negative gives 0), model_share (E[e e'] / E[e^2]), each rms as MAPE
+    (`lognormal_mape`), floor_mape (`y_again` as a prediction of `y`), and the model's MAPE against each reading."""
+    y, p = _check(y, p)
+    y_again, _ = _check(y_again, p)
+    e, e_again = np.log(p / y), np.log(p / y_again)
+    total_sq, model_sq = float(np.mean(e ** 2)), float(np.mean(e * e_again))
+    model_rms = float(np.sqrt(max(model_sq, 0.0)))
+    noise_rms = float(np.sqrt(max(total_sq - model_sq, 0.0)))
+    return {"n": int(len(y)), "total_rms": float(np.sqrt(total_sq)), "model_rms": model_rms,
+            "label_noise_rms": noise_rms, "model_share": model_sq / total_sq if total_sq > 0 else float("nan"),
+            "model_rms_as_mape": lognormal_mape(model_rms), "label_noise_rms_as_mape": lognormal_mape(noise_rms),
+            "floor_mape": mape(y, y_again), "model_mape": mape(y, p), "model_mape_again": mape(y_again, p)}
