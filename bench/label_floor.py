@@ -1,10 +1,12 @@
 """How much of a model's test error is the labels' own? Its test programs of this CPU timed again, twice.
 
-    python bench/label_floor.py [--model DIR] [--data DIR] [--device local] [--n 300] [--seed 0] [--csv OUT.csv]
-                                [--json]
+    python bench/label_floor.py [--model DIR] [--data DIR] [--device local] [--part test|val|train] [--n 300]
+                                [--seed 0] [--csv OUT.csv] [--json]
 
 The model (default: the bundled one) predicts a sample of the test part of its own split (what `perfcast eval`
-scores) measured on `--device`'s CPU (default: this machine), and the collector's runner times those programs now in
+scores; `--part train` or `val`: the programs it was fitted or early-stopped on, to tell the error it cannot fit
+from the error of new tasks, without the labels' noise in either) measured on `--device`'s CPU (default: this
+machine), and the collector's runner times those programs now in
 two passes (pass B in reverse order), as `bench/timing_repeatability.py` does. Every label is one sitting's reading
 of a program; today's passes are another sitting's. The day's speed (the median now / stored, what `perfcast
 calibrate` measures) is divided out of today's readings, so what is left between them and the stored labels is the
@@ -44,8 +46,10 @@ def main() -> None:
     ap.add_argument("--model", default=None, help="model directory (default: the bundled model)")
     ap.add_argument("--data", default=None, help="dataset directory (default: bundled)")
     ap.add_argument("--device", default="local", help="a local device id (its CPU must be this machine's)")
-    ap.add_argument("--n", type=int, default=300, help="test programs to time again")
-    ap.add_argument("--seed", type=int, default=0, help="which test programs are drawn")
+    ap.add_argument("--part", choices=("test", "val", "train"), default="test",
+                    help="which part of the model's split to draw from (default: test)")
+    ap.add_argument("--n", type=int, default=300, help="programs to time again")
+    ap.add_argument("--seed", type=int, default=0, help="which programs are drawn")
     ap.add_argument("--csv", default=None, help="write every program's labels and prediction here")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
@@ -72,11 +76,11 @@ def main() -> None:
     ds, df = open_records(a.data)
     name, params, seed = _default_split(model, ds)
     sp = make_split(df, name, seed, params)
-    test = df.iloc[sp.test]
+    test = df.iloc[getattr(sp, a.part)]
     test = test[test["device_key"] == dkey]
     if test.empty:
-        raise PerfcastError(f"the {name} test part of {str(ds.root)!r} has no program measured on {dkey!r}; run "
-                            "this bench on a CPU the test part has (`perfcast eval --json` lists its devices)")
+        raise PerfcastError(f"the {name} {a.part} part of {str(ds.root)!r} has no program measured on {dkey!r}; run "
+                            "this bench on a CPU the part has (`perfcast eval --json` lists the test part's)")
     test = test.sample(min(a.n, len(test)), random_state=a.seed).reset_index(drop=True)
 
     X = dataset_features(ds, test, progress=True)
@@ -99,7 +103,7 @@ def main() -> None:
     from perfcast.eval.metrics import mape
 
     ok = np.isfinite(pass_a) & np.isfinite(pass_b)
-    out = {"model": a.model or "bundled", "split": name, "device_key": dkey, "programs": len(test),
+    out = {"model": a.model or "bundled", "split": name, "part": a.part, "device_key": dkey, "programs": len(test),
            "timed_ok": int(ok.sum()), "day_speed_now_over_stored": day,
            "pass_b_vs_pass_a_mape": mape(pass_a[ok], pass_b[ok]),
            "stored_protocols": {str(k): int(v) for k, v in test["protocol"].value_counts().items()},
@@ -115,7 +119,7 @@ def main() -> None:
     if a.json:
         print(json.dumps(out, indent=2))
         return
-    print(f"{out['timed_ok']} of {len(test)} {name} test programs of {dkey} timed again twice "
+    print(f"{out['timed_ok']} of {len(test)} {name} {a.part} programs of {dkey} timed again twice "
           f"(pass B vs A: MAPE {100 * out['pass_b_vs_pass_a_mape']:.1f} %); the day's speed now / stored {day:.3f}")
     print(f"{'part':<10} {'n':>5} {'floor':>7} {'model vs stored':>16} {'vs today':>9} {'model rms':>10} "
           f"{'(as MAPE)':>10} {'label rms':>10} {'(as MAPE)':>10} {'model share':>12}")

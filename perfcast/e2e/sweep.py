@@ -43,11 +43,10 @@ def sweep_network(network: str, batch_sizes, devices, model=None, schedules: str
     keep TVM's defaults: such rows compare tuned with untuned code); with `calibrate` the device's speed ratio
     (`perfcast calibrate`, measured once per device); with `measure` measured_s, measured_samples_per_s and error.
     `batch_sizes`: a list of positive ints or a string '1,2,4'; `devices`: device ids (`perfcast devices`)."""
-    from ..devices import get_device
+    from ..devices import get_device, require_local
     from ..devices.base import device_key
     from ..eval.workflow import trained_on
     from ..models import load_model
-    from ..devices import require_local
     from .predict import predict_network
 
     sizes = parse_batch_sizes(",".join(map(str, batch_sizes)) if not isinstance(batch_sizes, str) else batch_sizes)
