@@ -11,7 +11,8 @@ measured time of the program each model ranks first.
 `--ops` picks operators by name; the default is the first four (batch_matmul, depthwise7x7, conv1d, rms_norm),
 `--ops all` adds ten more (2026-11-30: grouped, dilated and 3-D convolutions, attention scores, softmax, a 5x5 max
 pool, a tanh GELU, GroupNorm, a head transpose and an int8 x int8 -> int32 matmul; 2026-12-05: a dense layer with
-bias and GELU, a channels-last convolution, an L2 row normalisation). A database whose programs use
+bias and GELU, a channels-last convolution, an L2 row normalisation; later that day a depthwise 1-D convolution, a
+3-D average pool and a row-wise log-sum-exp). A database whose programs use
 element types the model never trained on (the int8 one) is marked `unseen_dtypes`: the model warns on those.
 
 `--device local:mcpu=NAME,threads=N` tunes (and predicts) for another code-generation target of this CPU;
@@ -178,19 +179,46 @@ def operators():
         y = te.compute((256, 512), lambda i, j: x[i, j] / te.sqrt(ss[i] + 1e-12), name="Y")
         return [x, y]
 
+    # three more (2026-12-05, later): a Conformer-style depthwise 1-D convolution, a 3-D average pool, a row-wise
+    # log-sum-exp (the loss of a classifier)
+    def dw_conv1d():  # depthwise, 256 channels, kernel 31, length 512
+        x = te.placeholder((1, 256, 542), name="X")
+        w = te.placeholder((256, 1, 31), name="W")
+        rk = te.reduce_axis((0, 31), "rk")
+        y = te.compute((1, 256, 512), lambda n, c, t: te.sum(x[n, c, t + rk] * w[c, 0, rk], axis=rk), name="Y")
+        return [x, w, y]
+
+    def avg_pool3d():  # 2x2x2 stride 2, 32 channels, 16x32x32 -> 8x16x16
+        x = te.placeholder((1, 32, 16, 32, 32), name="X")
+        rd, ry, rx = te.reduce_axis((0, 2), "rd"), te.reduce_axis((0, 2), "ry"), te.reduce_axis((0, 2), "rx")
+        s = te.compute((1, 32, 8, 16, 16), lambda n, c, d, h, v: te.sum(
+            x[n, c, 2 * d + rd, 2 * h + ry, 2 * v + rx], axis=[rd, ry, rx]), name="S")
+        y = te.compute((1, 32, 8, 16, 16), lambda n, c, d, h, v: s[n, c, d, h, v] * 0.125, name="Y")
+        return [x, y]
+
+    def logsumexp():  # log(sum(exp(x))) of each of 512 rows of 1000, max-shifted
+        x = te.placeholder((512, 1000), name="X")
+        k1, k2 = te.reduce_axis((0, 1000), "k1"), te.reduce_axis((0, 1000), "k2")
+        mx = te.compute((512,), lambda i: te.max(x[i, k1], axis=k1), name="MX")
+        se = te.compute((512,), lambda i: te.sum(te.exp(x[i, k2] - mx[i]), axis=k2), name="SE")
+        y = te.compute((512,), lambda i: te.log(se[i]) + mx[i], name="Y")
+        return [x, y]
+
     import tvm
 
     fs = dict(batch_matmul=batch_matmul, depthwise7x7=depthwise7x7, conv1d=conv1d, rms_norm=rms_norm,
               grouped_conv=grouped_conv, dilated_conv=dilated_conv, conv3d=conv3d, attn_scores=attn_scores,
               softmax=softmax, maxpool5=maxpool5, gelu_tanh=gelu_tanh, group_norm=group_norm,
               transpose_heads=transpose_heads, int8_matmul=int8_matmul, dense_bias_gelu=dense_bias_gelu,
-              conv2d_nhwc=conv2d_nhwc, l2_norm=l2_norm)
+              conv2d_nhwc=conv2d_nhwc, l2_norm=l2_norm, dw_conv1d=dw_conv1d, avg_pool3d=avg_pool3d,
+              logsumexp=logsumexp)
     return {name: tvm.IRModule({"main": te.create_prim_func(f())}) for name, f in fs.items()}
 
 
 FIRST = ("batch_matmul", "depthwise7x7", "conv1d", "rms_norm")  # the default set (since 2026-11-29)
 ALL = FIRST + ("grouped_conv", "dilated_conv", "conv3d", "attn_scores", "softmax", "maxpool5", "gelu_tanh",
-               "group_norm", "transpose_heads", "int8_matmul", "dense_bias_gelu", "conv2d_nhwc", "l2_norm")
+               "group_norm", "transpose_heads", "int8_matmul", "dense_bias_gelu", "conv2d_nhwc", "l2_norm",
+               "dw_conv1d", "avg_pool3d", "logsumexp")
 
 
 @contextlib.contextmanager

@@ -1,6 +1,7 @@
 """Feature extractors on hand-written TIR with values worked out by hand (no building, no tuning: a few seconds)."""
 
 import math
+import os
 
 import numpy as np
 import pytest
@@ -793,6 +794,29 @@ def test_asm_features_are_missing_for_a_device_that_is_not_x86(vec_axpb, device,
     assert np.isnan(asm_row(vec_axpb, target)).all()
     for ok in (None, '{"kind": "llvm", "mcpu": "haswell"}', '{"kind": "llvm", "mtriple": "x86_64-linux-gnu"}'):
         assert not_x86(ok) is None
+
+
+def test_an_asm_build_that_hangs_or_crashes_is_killed_and_missing(vec_axpb, monkeypatch):
+    """Each asm build runs in a child process: the row equals the extractor's in this process; a build that
+    outlives `timeout_s` is killed (the call returns in about that time, no child left) and one that kills its
+    process is a crash, each NaN with a warning naming why."""
+    import multiprocessing as mp
+    import time
+
+    from perfcast.features import asm_cache
+
+    target = '{"kind": "llvm", "mcpu": "haswell", "num-cores": 2}'
+    direct = get_extractor("asm", target=target).extract(vec_axpb).astype(np.float32)
+    np.testing.assert_array_equal(asm_cache.asm_row(vec_axpb, target), direct)
+    monkeypatch.setattr(asm_cache, "_row_here", lambda *a: time.sleep(60))  # LLVM stuck
+    t0 = time.perf_counter()
+    with pytest.warns(UserWarning, match=r"building a program exceeded 0.5 s; its assembly features are missing"):
+        row = asm_cache.asm_row(vec_axpb, target, timeout_s=0.5)
+    assert np.isnan(row).all() and row.shape == (asm_cache.N_ASM,) and time.perf_counter() - t0 < 5
+    assert not mp.active_children()
+    monkeypatch.setattr(asm_cache, "_row_here", lambda *a: os._exit(3))  # LLVM crashing its process
+    with pytest.warns(UserWarning, match="building a program crashed"):
+        assert np.isnan(asm_cache.asm_row(vec_axpb, target)).all()
 
 
 def test_asm_features_refuse_local_on_a_host_that_is_not_x86(monkeypatch):

@@ -5,8 +5,9 @@ A record's program is rebuilt (its trace replayed on its task) and compiled by L
 record, so `dataset_asm` works in chunks of `CHUNK` records over `jobs` processes and writes each chunk to
 DIR/features/asm<version>/ as it finishes: a kill loses at most the chunks in flight, and the next call goes on.
 A record of a program already cached for the same target (a program timed again) gets a copy of its row, unbuilt.
-A program LLVM cannot build, or whose target is not x86 (`asm.not_x86`), gets NaN features (the tree models take
-NaN as missing), never a lost chunk.
+A program LLVM cannot build (or not within `BUILD_TIMEOUT_S`: each build runs in a child process that is killed
+then), or whose target is not x86 (`asm.not_x86`), gets NaN features (the tree models take NaN as missing), never a
+lost chunk.
 """
 
 from __future__ import annotations
@@ -31,13 +32,51 @@ def _extractor(target_json: str | None) -> AsmExtractor:
     return AsmExtractor(target=target_json or None)
 
 
-def asm_row(program, target_json: str | None) -> np.ndarray:
-    """(N_ASM,) float32 asm features of one program built for `target_json` (None: this machine); NaN if the
-    build fails."""
+BUILD_TIMEOUT_S = 60.0  # as the collector's (`MeasureConfig.build_timeout_s`)
+
+
+def _row_here(program, target_json: str | None) -> np.ndarray:
     try:
         return _extractor(target_json or None).extract(program).astype(np.float32)
     except Exception:  # noqa: BLE001  (LLVM refusing one program must not lose the others)
         return np.full(N_ASM, np.nan, np.float32)
+
+
+def _row_child(program, target_json: str | None, conn) -> None:
+    conn.send(_row_here(program, target_json))
+    conn.close()
+
+
+def asm_row(program, target_json: str | None, timeout_s: float | None = None) -> np.ndarray:
+    """(N_ASM,) float32 asm features of one program built for `target_json` (None: this machine); NaN if the
+    build fails. The build runs in a forked child: one that crashes LLVM or exceeds `timeout_s` (default
+    `BUILD_TIMEOUT_S`; a meta-schedule program with an explicitly unrolled 1,000-step reduction kept LLVM busy for
+    over ten minutes, 2026-12-05) is killed and gives NaN, with a warning, as the collector's builds do."""
+    import multiprocessing as mp
+    import warnings
+
+    timeout_s = BUILD_TIMEOUT_S if timeout_s is None else timeout_s
+    ctx = mp.get_context("fork")  # the child inherits TVM and the program: nothing is imported or pickled
+    recv, send = ctx.Pipe(duplex=False)
+    child = ctx.Process(target=_row_child, args=(program, target_json, send), daemon=True)
+    child.start()
+    send.close()
+    row, why = None, f"exceeded {timeout_s:g} s"
+    try:
+        if recv.poll(timeout_s):
+            row = recv.recv()
+    except EOFError:  # the child died before answering
+        why = "crashed"
+    finally:
+        if child.is_alive():
+            child.kill()
+        child.join()
+        recv.close()
+    if row is None:
+        warnings.warn(f"asm features: building a program {why}; its assembly features are missing (NaN)",
+                      stacklevel=2)
+        return np.full(N_ASM, np.nan, np.float32)
+    return row
 
 
 PARALLEL_MIN = 64  # programs: below this, building them in this process beats starting worker processes
