@@ -6,8 +6,8 @@
 The model (default: the bundled one) predicts a sample of the test part of its own split (what `perfcast eval`
 scores; `--part train` or `val`: the programs it was fitted or early-stopped on, to tell the error it cannot fit
 from the error of new tasks, without the labels' noise in either) measured on `--device`'s CPU (default: this
-machine), and the collector's runner times those programs now in
-two passes (pass B in reverse order), as `bench/timing_repeatability.py` does. Every label is one sitting's reading
+machine), and the collector's runner times those programs now in two passes (pass B in reverse order), as
+`bench/timing_repeatability.py` does. Every label is one sitting's reading
 of a program; today's passes are another sitting's. The day's speed (the median now / stored, what `perfcast
 calibrate` measures) is divided out of today's readings, so what is left between them and the stored labels is the
 per-program part of the timer's noise between sittings, which no model can predict.
@@ -62,6 +62,7 @@ def main() -> None:
     from perfcast.devices import get_device, require_local
     from perfcast.devices.base import device_key
     from perfcast.errors import PerfcastError
+    from perfcast.eval.metrics import mape
     from perfcast.eval.workflow import _default_split, make_split, open_records
     from perfcast.features.asm_cache import dataset_asm
     from perfcast.features.cache import dataset_features
@@ -99,9 +100,6 @@ def main() -> None:
     today_raw = np.exp((np.log(pass_a) + np.log(pass_b)) / 2)  # NaN where either pass failed
     day = float(np.nanmedian(today_raw / stored))  # the day's speed: now / stored
     today = today_raw / day
-
-    from perfcast.eval.metrics import mape
-
     ok = np.isfinite(pass_a) & np.isfinite(pass_b)
     out = {"model": a.model or "bundled", "split": name, "part": a.part, "device_key": dkey, "programs": len(test),
            "timed_ok": int(ok.sum()), "day_speed_now_over_stored": day,

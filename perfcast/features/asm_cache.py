@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..collect.measure import MeasureConfig
 from .asm import ASM_FEATURES, AsmExtractor
 
 ASM_TAG = f"asm{AsmExtractor.version}"
@@ -32,7 +33,7 @@ def _extractor(target_json: str | None) -> AsmExtractor:
     return AsmExtractor(target=target_json or None)
 
 
-BUILD_TIMEOUT_S = 60.0  # as the collector's (`MeasureConfig.build_timeout_s`)
+BUILD_TIMEOUT_S = MeasureConfig.build_timeout_s  # the collector's
 
 
 def _row_here(program, target_json: str | None) -> np.ndarray:
