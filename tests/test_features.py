@@ -2,6 +2,7 @@
 
 import math
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -762,7 +763,7 @@ def test_many_programs_build_their_assembly_over_the_cores_once(progs, vec_axpb,
     np.testing.assert_array_equal(asm_cache.programs_asm(programs, target, jobs=2), here)
     assert here.shape == (4, asm_cache.N_ASM) and not np.isnan(here).any()
     assert not np.array_equal(here[0], here[1]) and np.array_equal(here[0], here[2])  # order kept
-    monkeypatch.setattr(asm_cache, "asm_row", lambda *a: pytest.fail("built again instead of read from the cache"))
+    monkeypatch.setattr(asm_cache, "asm_rows", lambda *a: pytest.fail("built again instead of read from the cache"))
     np.testing.assert_array_equal(asm_cache.programs_asm(programs[::-1], target), here[::-1])
     assert asm_cache.programs_asm([], target).shape == (0, asm_cache.N_ASM)
     monkeypatch.undo()
@@ -796,10 +797,11 @@ def test_asm_features_are_missing_for_a_device_that_is_not_x86(vec_axpb, device,
         assert not_x86(ok) is None
 
 
-def test_an_asm_build_that_hangs_or_crashes_is_killed_and_missing(vec_axpb, monkeypatch):
-    """Each asm build runs in a child process: the row equals the extractor's in this process; a build that
-    outlives `timeout_s` is killed (the call returns in about that time, no child left) and one that kills its
-    process is a crash, each NaN with a warning naming why."""
+def test_an_asm_build_that_hangs_or_crashes_is_killed_and_missing(vec_axpb, monkeypatch, tmp_path):
+    """Asm builds run in a child process: the row equals the extractor's in this process; a build that outlives
+    `timeout_s` is killed (the call returns in about that time, no child left) and one that kills its process is a
+    crash, each NaN with a warning naming why. A batch is built in one child, and the programs after a hung or
+    crashed one in a new child."""
     import multiprocessing as mp
     import time
 
@@ -817,6 +819,31 @@ def test_an_asm_build_that_hangs_or_crashes_is_killed_and_missing(vec_axpb, monk
     monkeypatch.setattr(asm_cache, "_row_here", lambda *a: os._exit(3))  # LLVM crashing its process
     with pytest.warns(UserWarning, match="building a program crashed"):
         assert np.isnan(asm_cache.asm_row(vec_axpb, target)).all()
+    monkeypatch.undo()
+
+    # a batch is built in one child; a program that hangs or crashes it costs that program, and a new child goes on
+    def made_in(pid_file, then=None):
+        def make():
+            Path(pid_file).write_text(str(os.getpid()))
+            return then() if then else vec_axpb
+        return make
+
+    d = tmp_path / "pids"
+    d.mkdir()
+    ok = [(made_in(d / f"{i}"), target) for i in range(3)]
+    rows = asm_cache.asm_rows(ok)
+    pids = {(d / f"{i}").read_text() for i in range(3)}
+    assert len(pids) == 1 and pids != {str(os.getpid())}  # one child, not this process
+    assert all(np.array_equal(r, direct) for r in rows)
+    for bad, why in ((lambda: time.sleep(60), r"exceeded 0.5 s"), (lambda: os._exit(3), "crashed")):
+        items = [(made_in(d / f"a{i}", bad if i == 1 else None), target) for i in range(4)]
+        with pytest.warns(UserWarning, match=f"building a program {why}") as caught:
+            rows = asm_cache.asm_rows(items, timeout_s=0.5)
+        assert len(caught) == 1 and np.isnan(rows[1]).all()
+        assert all(np.array_equal(rows[i], direct) for i in (0, 2, 3))
+        first, after = (d / "a0").read_text(), {(d / f"a{i}").read_text() for i in (2, 3)}
+        assert (d / "a1").read_text() == first and len(after) == 1 and first not in after  # a new child went on
+        assert not mp.active_children()
 
 
 def test_asm_features_refuse_local_on_a_host_that_is_not_x86(monkeypatch):

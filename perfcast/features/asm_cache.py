@@ -5,9 +5,9 @@ A record's program is rebuilt (its trace replayed on its task) and compiled by L
 record, so `dataset_asm` works in chunks of `CHUNK` records over `jobs` processes and writes each chunk to
 DIR/features/asm<version>/ as it finishes: a kill loses at most the chunks in flight, and the next call goes on.
 A record of a program already cached for the same target (a program timed again) gets a copy of its row, unbuilt.
-A program LLVM cannot build (or not within `BUILD_TIMEOUT_S`: each build runs in a child process that is killed
-then), or whose target is not x86 (`asm.not_x86`), gets NaN features (the tree models take NaN as missing), never a
-lost chunk.
+A program LLVM cannot build (or not within `BUILD_TIMEOUT_S`: a chunk's builds run in a child process, killed
+then and replaced for the rest), or whose target is not x86 (`asm.not_x86`), gets NaN features (the tree models
+take NaN as missing), never a lost chunk.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import functools
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -36,55 +37,78 @@ def _extractor(target_json: str | None) -> AsmExtractor:
 BUILD_TIMEOUT_S = MeasureConfig.build_timeout_s  # the collector's
 
 
-def _row_here(program, target_json: str | None) -> np.ndarray:
+def _row_here(make, target_json: str | None) -> np.ndarray:
     try:
-        return _extractor(target_json or None).extract(program).astype(np.float32)
-    except Exception:  # noqa: BLE001  (LLVM refusing one program must not lose the others)
+        return _extractor(target_json or None).extract(make()).astype(np.float32)
+    except Exception:  # noqa: BLE001  (LLVM refusing one program, or a trace not replaying, must not lose the others)
         return np.full(N_ASM, np.nan, np.float32)
 
 
-def _row_child(program, target_json: str | None, conn) -> None:
-    conn.send(_row_here(program, target_json))
+def _rows_child(items, start: int, conn) -> None:
+    for i in range(start, len(items)):
+        conn.send((i, _row_here(*items[i])))
     conn.close()
 
 
-def asm_row(program, target_json: str | None, timeout_s: float | None = None) -> np.ndarray:
-    """(N_ASM,) float32 asm features of one program built for `target_json` (None: this machine); NaN if the
-    build fails. The build runs in a forked child: one that crashes LLVM or exceeds `timeout_s` (default
-    `BUILD_TIMEOUT_S`; a meta-schedule program with an explicitly unrolled 1,000-step reduction kept LLVM busy for
-    over ten minutes, 2026-12-05) is killed and gives NaN, with a warning, as the collector's builds do."""
+def asm_rows(items: list[tuple[Callable[[], object], str | None]], timeout_s: float | None = None) -> list[np.ndarray]:
+    """(N_ASM,) float32 asm features of each (make, target_json) of `items`: the program `make()` returns (a TIR
+    program or its TVMScript text) built for `target_json` (None: this machine); NaN if it cannot be made or built.
+
+    The programs are made and built one after another in one forked child (it inherits TVM and the programs:
+    nothing is imported or pickled; one fork for the lot, ~40-60 ms with torch loaded, not one a program). A program
+    that crashes the child or whose build exceeds `timeout_s` (default `BUILD_TIMEOUT_S`, the collector's; a
+    meta-schedule program with an explicitly unrolled 1,000-step reduction kept LLVM busy for over ten minutes,
+    2026-12-05) gets NaN, with a warning, as the collector's builds do; the child is killed and a new one goes on
+    with the next program."""
     import multiprocessing as mp
     import warnings
 
     timeout_s = BUILD_TIMEOUT_S if timeout_s is None else timeout_s
-    ctx = mp.get_context("fork")  # the child inherits TVM and the program: nothing is imported or pickled
-    recv, send = ctx.Pipe(duplex=False)
-    child = ctx.Process(target=_row_child, args=(program, target_json, send), daemon=True)
-    child.start()
-    send.close()
-    row, why = None, f"exceeded {timeout_s:g} s"
-    try:
-        if recv.poll(timeout_s):
-            row = recv.recv()
-    except EOFError:  # the child died before answering
-        why = "crashed"
-    finally:
-        if child.is_alive():
-            child.kill()
-        child.join()
-        recv.close()
-    if row is None:
-        warnings.warn(f"asm features: building a program {why}; its assembly features are missing (NaN)",
-                      stacklevel=2)
-        return np.full(N_ASM, np.nan, np.float32)
-    return row
+    ctx = mp.get_context("fork")
+    rows: list = [None] * len(items)
+    start = 0
+    while start < len(items):
+        recv, send = ctx.Pipe(duplex=False)
+        child = ctx.Process(target=_rows_child, args=(items, start, send), daemon=True)
+        child.start()
+        send.close()
+        why = ""
+        try:
+            while start < len(items):
+                if not recv.poll(timeout_s):
+                    why = f"exceeded {timeout_s:g} s"
+                    break
+                try:
+                    i, rows[i] = recv.recv()
+                except EOFError:  # the child died before answering
+                    why = "crashed"
+                    break
+                start = i + 1
+        finally:
+            child.join(timeout=0 if why else 5)
+            if child.is_alive():
+                child.kill()
+                child.join()
+            recv.close()
+        if why:
+            warnings.warn(f"asm features: building a program {why}; its assembly features are missing (NaN)",
+                          stacklevel=2)
+            rows[start] = np.full(N_ASM, np.nan, np.float32)
+            start += 1
+    return rows
+
+
+def asm_row(program, target_json: str | None, timeout_s: float | None = None) -> np.ndarray:
+    """(N_ASM,) float32 asm features of one program (or its TVMScript text) built for `target_json`, in a child
+    process (`asm_rows`); NaN if the build fails, crashes or exceeds `timeout_s`."""
+    return asm_rows([(lambda: program, target_json)], timeout_s)[0]
 
 
 PARALLEL_MIN = 64  # programs: below this, building them in this process beats starting worker processes
 
 
 def _texts_chunk(texts: list[str], target_json: str | None) -> list[np.ndarray]:
-    return [asm_row(t, target_json) for t in texts]
+    return asm_rows([(functools.partial(str, t), target_json) for t in texts])
 
 
 def programs_asm(programs, target_json: str | None, jobs: int | None = None, progress: bool = False,
@@ -134,7 +158,8 @@ def programs_asm(programs, target_json: str | None, jobs: int | None = None, pro
 def _chunk(rows: list[dict], task_scripts: dict[str, str]) -> list[tuple[str, np.ndarray]]:
     from .cache import record_program
 
-    return [(r["record_id"], asm_row(record_program(r, task_scripts), r["target_json"])) for r in rows]
+    made = asm_rows([(functools.partial(record_program, r, task_scripts), r["target_json"]) for r in rows])
+    return [(r["record_id"], row) for r, row in zip(rows, made)]
 
 
 def _write(root: Path, rows: list[tuple[str, np.ndarray]]) -> None:
