@@ -1,6 +1,7 @@
 """The CLI: help texts with examples, one-line errors, the collect command end to end on a user network."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -152,3 +153,27 @@ def test_run_with_one_line_errors(capsys, monkeypatch):
         run_with_one_line_errors(fail, "boom")
     with pytest.raises(KeyError):
         run_with_one_line_errors(lambda: {}["k"])
+
+
+
+def test_a_user_warning_is_one_line_too(tmp_path):
+    """Under the same handler a UserWarning prints as `warning: ...` alone (not the library's file, line and source
+    line), other categories as Python prints them, and everything as Python does with PERFCAST_DEBUG=1."""
+    script = tmp_path / "w.py"
+    script.write_text("import warnings\n"
+                      "from perfcast.errors import run_with_one_line_errors\n"
+                      "def go():\n"
+                      "    warnings.warn('asm features: building a program exceeded 60 s')\n"
+                      "    warnings.warn('old spelling', FutureWarning)\n"
+                      "run_with_one_line_errors(go)\n"
+                      "warnings.warn('after the handler')\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("PERFCAST_DEBUG", "PYTHONWARNINGS")}
+    res = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env)
+    lines = res.stderr.splitlines()
+    assert res.returncode == 0 and lines[0] == "warning: asm features: building a program exceeded 60 s"
+    assert "FutureWarning: old spelling" in lines[1] and "w.py:5" in lines[1]  # Python's format, its source below
+    assert "UserWarning: after the handler" in lines[-2]  # the handler gave Python's format back
+    res = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         env={**env, "PERFCAST_DEBUG": "1"})
+    assert "w.py:4: UserWarning: asm features: building a program exceeded 60 s" in res.stderr
+    assert "warning: " not in res.stderr
