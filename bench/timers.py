@@ -7,7 +7,10 @@ rounds, the lowest round median, the launching thread kept off the pool's cores)
 model can be right about its own labels and still miss the database's. This script re-times every measured record
 of each database with the collector and prints, per database and per latency band (of the collector's time), the
 median ratio run_secs / collector, and the model's (default: bundled) prediction / collector and prediction / run_secs
-(which of the two timers the model agrees with).
+(which of the two timers the model agrees with); per database also Kendall τ between the two timers (how far the
+database's order of its programs is resolved at all: a model scored against run_secs cannot expect more, e.g. issue
+#3's τ ≥ 0.6 on a log-sum-exp whose programs the two timers ordered alike to .59 and .68) and the model's against
+each.
 
     python bench/timers.py DB_DIR [DB_DIR ...] [--limit 64] [--model DIR] [--device local]
                            [--spin-count N] [--no-pin] [--no-host-gate] [--json]
@@ -48,6 +51,18 @@ def by_band(rows: list[dict]) -> dict:
                      "predicted_over_collector": _ratios(rs, "predicted_s", "collector_s"),
                      "predicted_over_run_secs": _ratios(rs, "predicted_s", "run_secs_s")}
     return out
+
+
+def rank_agreement(rows: list[dict]) -> dict:
+    """Kendall τ between the two timers (how far a database's order of its programs is resolved at all: the
+    ceiling for a model scored against one of them) and between the model and each timer."""
+    from scipy.stats import kendalltau
+
+    col = {k: [r[k] for r in rows] for k in ("run_secs_s", "collector_s", "predicted_s")}
+    tau = (lambda a, b: float(kendalltau(col[a], col[b])[0])) if len(rows) >= 2 else (lambda a, b: float("nan"))
+    return {"run_secs_vs_collector": tau("run_secs_s", "collector_s"),
+            "predicted_vs_run_secs": tau("predicted_s", "run_secs_s"),
+            "predicted_vs_collector": tau("predicted_s", "collector_s")}
 
 
 def main() -> None:
@@ -109,13 +124,16 @@ def main() -> None:
         for row, p in zip(rows, pred):
             row["predicted_s"] = float(p)
         out[Path(db).name] = {"database": db, "timed": len(rows), "picked": len(rm), "bands": by_band(rows),
-                              "measure_config": knobs, "programs": rows}
+                              "kendall_tau": rank_agreement(rows), "measure_config": knobs, "programs": rows}
     if a.json:
         print(json.dumps({**out, "host_gate": gate}, indent=1))
         return
     print(summary(gate))
     for name, o in out.items():
-        print(f"{name}: {o['timed']} of {o['picked']} programs re-timed by the collector")
+        t = o["kendall_tau"]
+        print(f"{name}: {o['timed']} of {o['picked']} programs re-timed by the collector; Kendall τ run_secs vs "
+              f"collector {t['run_secs_vs_collector']:.2f} (the ceiling), the model vs run_secs "
+              f"{t['predicted_vs_run_secs']:.2f}, vs collector {t['predicted_vs_collector']:.2f}")
         for band, b in o["bands"].items():
             print(f"  {band:10s} {b['programs']:4d} programs  run_secs / collector {b['run_secs_over_collector']:.2f}"
                   f"  predicted / collector {b['predicted_over_collector']:.2f}, predicted / run_secs "
