@@ -155,7 +155,6 @@ def test_run_with_one_line_errors(capsys, monkeypatch):
         run_with_one_line_errors(lambda: {}["k"])
 
 
-
 def test_a_user_warning_is_one_line_too(tmp_path):
     """Under the same handler a UserWarning prints as `warning: ...` alone (not the library's file, line and source
     line), other categories as Python prints them, and everything as Python does with PERFCAST_DEBUG=1."""
