@@ -242,19 +242,17 @@ def tune(mod, work_dir: str, trials: int, device: str = "local", cost_model="xgb
     from tvm.s_tir import meta_schedule as ms
 
     from perfcast.devices import get_device
-    from perfcast.e2e.schedules import drop_unnamed_ms_log_handlers, isolated_builder, pinned_run_evaluator
+    from perfcast.e2e.schedules import drop_unnamed_ms_log_handlers, isolated_builder, tuning_runner
 
     spec = get_device(device)
     os.environ["TVM_NUM_THREADS"] = str(spec.threads)
     if hasattr(os, "sched_setaffinity") and spec.threads < len(os.sched_getaffinity(0)):
         os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[-spec.threads:])  # as the collector measures it
     drop_unnamed_ms_log_handlers()
-    runner = ms.runner.LocalRunner(evaluator_config=ms.runner.EvaluatorConfig(number=3, repeat=5,
-                                                                               min_repeat_ms=20),
-                                   f_run_evaluator=pinned_run_evaluator)
     with isolated_builder() as builder:
         return ms.tune_tir(mod, spec.target(), work_dir, max_trials_global=trials, num_trials_per_iter=16,
-                           builder=builder, runner=runner, num_tuning_cores=1, seed=seed, cost_model=cost_model)
+                           builder=builder, runner=tuning_runner(), num_tuning_cores=1, seed=seed,
+                           cost_model=cost_model)
 
 
 def main() -> None:

@@ -145,14 +145,26 @@ def pinned_run_evaluator(rt_mod, device, evaluator_config, repeated_args) -> lis
         return run_evaluator_common(rt_mod, device, evaluator_config, repeated_args)
 
 
+TUNING_EVALUATOR = dict(number=3, repeat=5, min_repeat_ms=20)  # meta-schedule's EvaluatorConfig of our searches
+
+
+def tuning_runner():
+    """The meta-schedule LocalRunner perfcast's searches measure with (`perfcast tune`, `bench/outside_zoo.py`):
+    `TUNING_EVALUATOR`, the launching thread pinned (`pinned_run_evaluator`). Its run_secs are what a tuning
+    database records: on znver5 (2026-12-05) it read 40 calibration references 1.05-1.17x slower than the
+    collector in the same sitting (README, Two timers)."""
+    from tvm.s_tir import meta_schedule as ms
+
+    return ms.runner.LocalRunner(evaluator_config=ms.runner.EvaluatorConfig(**TUNING_EVALUATOR),
+                                 f_run_evaluator=pinned_run_evaluator)
+
+
 def tune_network(network: str, db_dir, trials: int, device: str = "local", batch_size: int = 1,
                  input_shape: str | None = None, seed: int = 0, cost_model="xgb") -> str:
     """Tune every task of `network` with TVM meta-schedule (evolutionary search, real measurements here) into a
     JSON database usable as `--schedules tuned:DB_DIR`. Returns the directory. `cost_model` steers the search:
     meta-schedule's `xgb` (default) or `random`, or a cost model object (`perfcast.search.perfcast_cost_model`)."""
     import os
-
-    from tvm.s_tir import meta_schedule as ms
 
     from ..collect.tasks import to_relax
     from ..devices import get_device, require_local
@@ -165,10 +177,7 @@ def tune_network(network: str, db_dir, trials: int, device: str = "local", batch
     with tuning_lock(db_dir):
         os.environ["TVM_NUM_THREADS"] = str(spec.threads)
         _, _, mod = to_relax(network, batch_size, input_shape)
-        runner = ms.runner.LocalRunner(evaluator_config=ms.runner.EvaluatorConfig(number=3, repeat=5,
-                                                                                  min_repeat_ms=20),
-                                       f_run_evaluator=pinned_run_evaluator)
-        _tune(mod, spec, db_dir, trials, runner, seed, cost_model)
+        _tune(mod, spec, db_dir, trials, tuning_runner(), seed, cost_model)
     return str(db_dir)
 
 
