@@ -85,15 +85,13 @@ def main() -> None:
 
 def _asm_phases(funcs, rows) -> dict[str, float]:
     """Seconds to build the asm features of `funcs` in this process, a child each, and one child for all."""
-    import functools
-
     import numpy as np
 
     from perfcast.features import asm_cache
     from perfcast.models import load_model
 
     load_model()  # torch and the model in memory: what a fork copies in `perfcast predict`
-    items = [(functools.partial(lambda f: f, f), r["target_json"]) for f, r in zip(funcs, rows)]
+    items = [(f, r["target_json"]) for f, r in zip(funcs, rows)]
     out, got = {}, {}
     for name, fn in (("asm_in_process", lambda: [asm_cache._row_here(*it) for it in items]),
                      ("asm_child_each", lambda: [asm_cache.asm_rows([it])[0] for it in items]),

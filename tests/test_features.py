@@ -2,7 +2,6 @@
 
 import math
 import os
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -679,7 +678,7 @@ def test_dataset_asm_cache_builds_once_then_reads(tmp_path, monkeypatch):
     np.testing.assert_array_equal(asm_cache.dataset_asm(ds, sub.iloc[[3, 0]], jobs=1, progress=False), got[[3, 0]])
     monkeypatch.setattr(asm_cache.AsmExtractor, "extract", lambda self, p: 1 / 0)
     asm_cache._extractor.cache_clear()
-    assert np.isnan(asm_cache.asm_row(record_program(rec, scripts), rec["target_json"])).all()
+    assert np.isnan(asm_cache.asm_rows([(record_program(rec, scripts), rec["target_json"])])[0]).all()
     gone = sub.iloc[[0]].assign(record_id="no-such-record")
     with pytest.raises(PerfcastError, match=r"1 records \(e.g. 'no-such-record'\) are not in .*partitions; records still "
                                             r"in a journal .* rerun the killed `perfcast collect \.\.\. --out DIR`"):
@@ -780,7 +779,7 @@ def test_asm_features_are_missing_for_a_device_that_is_not_x86(vec_axpb, device,
     (the trees take NaN as missing, the networks' standardizer the mean)."""
     from perfcast.devices import get_device
     from perfcast.features.asm import not_x86, program_asm
-    from perfcast.features.asm_cache import N_ASM, asm_row
+    from perfcast.features.asm_cache import N_ASM, asm_rows
     from perfcast.features.cache import features_of_programs
 
     with pytest.warns(UserWarning, match=f"device '{device}' compiles for {what}: the model's x86 assembly features "
@@ -792,16 +791,16 @@ def test_asm_features_are_missing_for_a_device_that_is_not_x86(vec_axpb, device,
     assert not_x86(target) == what
     with pytest.raises(PerfcastError, match=f"target '{what}' is not x86"):
         program_asm(vec_axpb, target)
-    assert np.isnan(asm_row(vec_axpb, target)).all()
+    assert np.isnan(asm_rows([(vec_axpb, target)])[0]).all()
     for ok in (None, '{"kind": "llvm", "mcpu": "haswell"}', '{"kind": "llvm", "mtriple": "x86_64-linux-gnu"}'):
         assert not_x86(ok) is None
 
 
 def test_an_asm_build_that_hangs_or_crashes_is_killed_and_missing(vec_axpb, monkeypatch, tmp_path):
-    """Asm builds run in a child process: the row equals the extractor's in this process; a build that outlives
-    `timeout_s` is killed (the call returns in about that time, no child left) and one that kills its process is a
-    crash, each NaN with a warning naming why. A batch is built in one child, and the programs after a hung or
-    crashed one in a new child."""
+    """Asm builds run in one child process per batch: its rows equal the extractor's in this process; a build
+    that outlives `timeout_s` is killed (the call returns in about that time, no child left) and one that kills
+    its process is a crash, each NaN with one warning naming why, and the programs after it are built by a new
+    child."""
     import multiprocessing as mp
     import time
 
@@ -809,42 +808,35 @@ def test_an_asm_build_that_hangs_or_crashes_is_killed_and_missing(vec_axpb, monk
 
     target = '{"kind": "llvm", "mcpu": "haswell", "num-cores": 2}'
     direct = get_extractor("asm", target=target).extract(vec_axpb).astype(np.float32)
-    np.testing.assert_array_equal(asm_cache.asm_row(vec_axpb, target), direct)
-    monkeypatch.setattr(asm_cache, "_row_here", lambda *a: time.sleep(60))  # LLVM stuck
-    t0 = time.perf_counter()
-    with pytest.warns(UserWarning, match=r"building a program exceeded 0.5 s; its assembly features are missing"):
-        row = asm_cache.asm_row(vec_axpb, target, timeout_s=0.5)
-    assert np.isnan(row).all() and row.shape == (asm_cache.N_ASM,) and time.perf_counter() - t0 < 5
-    assert not mp.active_children()
-    monkeypatch.setattr(asm_cache, "_row_here", lambda *a: os._exit(3))  # LLVM crashing its process
-    with pytest.warns(UserWarning, match="building a program crashed"):
-        assert np.isnan(asm_cache.asm_row(vec_axpb, target)).all()
-    monkeypatch.undo()
+    built_by = tmp_path / "pids"
+    built_by.mkdir()
+    real = asm_cache._row_here
 
-    # a batch is built in one child; a program that hangs or crashes it costs that program, and a new child goes on
-    def made_in(pid_file, then=None):
-        def make():
-            Path(pid_file).write_text(str(os.getpid()))
-            return then() if then else vec_axpb
-        return make
+    def row(program, target_json):  # what LLVM does to each program, and which process it does it in
+        (built_by / str(len(list(built_by.iterdir())))).write_text(str(os.getpid()))
+        if program == "hang":
+            time.sleep(60)
+        if program == "crash":
+            os._exit(3)
+        return real(program, target_json)
 
-    d = tmp_path / "pids"
-    d.mkdir()
-    ok = [(made_in(d / f"{i}"), target) for i in range(3)]
-    rows = asm_cache.asm_rows(ok)
-    pids = {(d / f"{i}").read_text() for i in range(3)}
-    assert len(pids) == 1 and pids != {str(os.getpid())}  # one child, not this process
+    monkeypatch.setattr(asm_cache, "_row_here", row)
+    rows = asm_cache.asm_rows([(vec_axpb, target)] * 3)
     assert all(np.array_equal(r, direct) for r in rows)
-    for bad, why in ((lambda: time.sleep(60), r"exceeded 0.5 s"), (lambda: os._exit(3), "crashed")):
-        items = [(made_in(d / f"a{i}", bad if i == 1 else None), target) for i in range(4)]
-        with pytest.warns(UserWarning, match=f"building a program {why}") as caught:
-            rows = asm_cache.asm_rows(items, timeout_s=0.5)
-        assert len(caught) == 1 and np.isnan(rows[1]).all()
+    pids = {f.read_text() for f in built_by.iterdir()}
+    assert len(pids) == 1 and pids != {str(os.getpid())}  # one child, not this process
+    for bad, why in (("hang", r"exceeded 0.5 s"), ("crash", "crashed")):
+        for f in built_by.iterdir():
+            f.unlink()
+        t0 = time.perf_counter()
+        with pytest.warns(UserWarning, match=f"building a program {why}; its assembly features are missing") as w:
+            rows = asm_cache.asm_rows([(vec_axpb, target), (bad, target), (vec_axpb, target), (vec_axpb, target)],
+                                      timeout_s=0.5)
+        assert time.perf_counter() - t0 < 5 and len(w) == 1 and not mp.active_children()
+        assert np.isnan(rows[1]).all() and rows[1].shape == (asm_cache.N_ASM,)
         assert all(np.array_equal(rows[i], direct) for i in (0, 2, 3))
-        first, after = (d / "a0").read_text(), {(d / f"a{i}").read_text() for i in (2, 3)}
-        assert (d / "a1").read_text() == first and len(after) == 1 and first not in after  # a new child went on
-        assert not mp.active_children()
-
+        pid = [(built_by / str(i)).read_text() for i in range(4)]
+        assert pid[0] == pid[1] and pid[2] == pid[3] and pid[1] != pid[2]  # a new child after the bad one
 
 def test_asm_features_refuse_local_on_a_host_that_is_not_x86(monkeypatch):
     """`local`'s target names no mtriple: it builds for the host's triple, so on an ARM host it is not x86."""

@@ -16,7 +16,6 @@ import functools
 import hashlib
 import json
 import os
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -37,10 +36,10 @@ def _extractor(target_json: str | None) -> AsmExtractor:
 BUILD_TIMEOUT_S = MeasureConfig.build_timeout_s  # the collector's
 
 
-def _row_here(make, target_json: str | None) -> np.ndarray:
+def _row_here(program, target_json: str | None) -> np.ndarray:
     try:
-        return _extractor(target_json or None).extract(make()).astype(np.float32)
-    except Exception:  # noqa: BLE001  (LLVM refusing one program, or a trace not replaying, must not lose the others)
+        return _extractor(target_json or None).extract(program).astype(np.float32)
+    except Exception:  # noqa: BLE001  (LLVM refusing one program must not lose the others)
         return np.full(N_ASM, np.nan, np.float32)
 
 
@@ -50,14 +49,14 @@ def _rows_child(items, start: int, conn) -> None:
     conn.close()
 
 
-def asm_rows(items: list[tuple[Callable[[], object], str | None]], timeout_s: float | None = None) -> list[np.ndarray]:
-    """(N_ASM,) float32 asm features of each (make, target_json) of `items`: the program `make()` returns (a TIR
-    program or its TVMScript text) built for `target_json` (None: this machine); NaN if it cannot be made or built.
+def asm_rows(items: list[tuple[object, str | None]], timeout_s: float | None = None) -> list[np.ndarray]:
+    """(N_ASM,) float32 asm features of each (program, target_json) of `items` (a TIR program or its TVMScript
+    text, built for `target_json`; None: this machine); NaN where LLVM cannot build it.
 
-    The programs are made and built one after another in one forked child (it inherits TVM and the programs:
-    nothing is imported or pickled; one fork for the lot, ~40-60 ms with torch loaded, not one a program). A program
-    that crashes the child or whose build exceeds `timeout_s` (default `BUILD_TIMEOUT_S`, the collector's; a
-    meta-schedule program with an explicitly unrolled 1,000-step reduction kept LLVM busy for over ten minutes,
+    The programs are built one after another in one forked child (it inherits TVM and the programs: nothing is
+    imported or pickled; a child per program cost 1.41-1.66x the time, `python bench/feature_speed.py --asm`). A
+    program that crashes the child or whose build exceeds `timeout_s` (default `BUILD_TIMEOUT_S`, the collector's;
+    a meta-schedule program with an explicitly unrolled 1,000-step reduction kept LLVM busy for over ten minutes,
     2026-12-05) gets NaN, with a warning, as the collector's builds do; the child is killed and a new one goes on
     with the next program."""
     import multiprocessing as mp
@@ -98,17 +97,11 @@ def asm_rows(items: list[tuple[Callable[[], object], str | None]], timeout_s: fl
     return rows
 
 
-def asm_row(program, target_json: str | None, timeout_s: float | None = None) -> np.ndarray:
-    """(N_ASM,) float32 asm features of one program (or its TVMScript text) built for `target_json`, in a child
-    process (`asm_rows`); NaN if the build fails, crashes or exceeds `timeout_s`."""
-    return asm_rows([(lambda: program, target_json)], timeout_s)[0]
-
-
 PARALLEL_MIN = 64  # programs: below this, building them in this process beats starting worker processes
 
 
 def _texts_chunk(texts: list[str], target_json: str | None) -> list[np.ndarray]:
-    return asm_rows([(functools.partial(str, t), target_json) for t in texts])
+    return asm_rows([(t, target_json) for t in texts])
 
 
 def programs_asm(programs, target_json: str | None, jobs: int | None = None, progress: bool = False,
@@ -158,7 +151,8 @@ def programs_asm(programs, target_json: str | None, jobs: int | None = None, pro
 def _chunk(rows: list[dict], task_scripts: dict[str, str]) -> list[tuple[str, np.ndarray]]:
     from .cache import record_program
 
-    made = asm_rows([(functools.partial(record_program, r, task_scripts), r["target_json"]) for r in rows])
+    # replayed in this process (a trace that does not replay raises, as it always did), built in the child
+    made = asm_rows([(record_program(r, task_scripts), r["target_json"]) for r in rows])
     return [(r["record_id"], row) for r, row in zip(rows, made)]
 
 
