@@ -4,10 +4,9 @@
 
 The by_network split holds out three networks chosen long ago; a network that joined the dataset after the model was
 trained is a fresh held-out network, and the only kind a user meets. The bench scores the model (default: the bundled
-one) on every stored program of the given networks' tasks (default: the three zoo networks of the sixtieth data
-round, shufflenet_v2_x1_0, regnet_y_400mf and googlenet; the fifty-ninth round's mobilenet_v3_large, efficientnet_b0
-and resnext50_32x4d are the bundled model's training data since 2026-12-02), on each device that timed a task only
-they have (default), and sorts the tasks in three kinds:
+one) on every stored program of the given networks' tasks (default: every network of the dataset that the model
+neither trained on, by its info's `train_networks`, nor holds out as a test network of its split; none left is an
+error naming the fix), on each device that timed a task only they have (default), and sorts the tasks in three kinds:
 
 - `new`: tasks no other network of the dataset has: no model trained before the networks joined saw them;
 - `test-shared`: tasks a test network of the model's own split also has (never in its training part);
@@ -29,13 +28,13 @@ import sys
 
 import numpy as np
 
-DEFAULT_NETWORKS = "shufflenet_v2_x1_0,regnet_y_400mf,googlenet"
 KINDS = ("new", "test-shared", "train-shared")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--networks", default=DEFAULT_NETWORKS, help="comma-separated network names of the dataset")
+    ap.add_argument("--networks", default=None, help="comma-separated network names of the dataset (default: "
+                    "those the model never trained on, outside its test split)")
     ap.add_argument("--model", default=None, help="model directory (default: the bundled model)")
     ap.add_argument("--data", default=None, help="dataset directory (default: bundled)")
     ap.add_argument("--device", default=None, help="a device key of the dataset (default: every device that timed "
@@ -50,9 +49,24 @@ def main() -> None:
     from perfcast.features.cache import dataset_features
     from perfcast.models import load_model
 
-    wanted = [n.strip() for n in a.networks.split(",") if n.strip()]
     model = load_model(a.model)
     seen = (getattr(model, "info_", None) or {}).get("train_networks")
+    ds, df = open_records(a.data)
+    known = sorted({n for nets in df["networks"] for n in nets})
+    split_name, params, _ = _default_split(model, ds)
+    test_nets = set(params.get("test_networks", [])) if split_name == "by_network" else set()
+    if a.networks is None:
+        if seen is None:
+            raise PerfcastError(f"model {a.model or 'bundled'!r} does not record its training networks: name the "
+                                "networks to score with --networks a,b,c")
+        wanted = [n for n in known if n not in seen and n not in test_nets]
+        if not wanted:
+            raise PerfcastError(f"model {a.model or 'bundled'!r} trained on every network of {str(ds.root)!r} "
+                                "outside its test split: score an older model (--model DIR, e.g. `git worktree add` "
+                                "of a commit before the networks joined) or collect a new network first "
+                                "(`perfcast collect -n NAME --out DIR`)")
+    else:
+        wanted = [n.strip() for n in a.networks.split(",") if n.strip()]
     if seen is not None and set(wanted) & set(seen):
         trained = sorted(set(wanted) & set(seen))
         raise PerfcastError(f"model {a.model or 'bundled'!r} trained on {sum(seen[n] for n in trained):,} programs "
@@ -61,14 +75,10 @@ def main() -> None:
     if seen is None:
         print("note: the model does not record its training networks; scoring as if it never saw these",
               file=sys.stderr)
-    ds, df = open_records(a.data)
-    known = sorted({n for nets in df["networks"] for n in nets})
     unknown = [n for n in wanted if n not in known]
     if not wanted or unknown:
         raise PerfcastError(f"--networks {a.networks!r}: no records of {unknown or wanted} in {str(ds.root)!r}; "
                             f"collect them first (`perfcast collect -n NAME --out DIR`) or pick among {known}")
-    split_name, params, _ = _default_split(model, ds)
-    test_nets = set(params.get("test_networks", [])) if split_name == "by_network" else set()
     nets = df["networks"]
     mine = nets.map(lambda t: bool(set(t) & set(wanted))).to_numpy()
     kind = np.where(nets.map(lambda t: set(t) <= set(wanted)), "new",

@@ -49,6 +49,16 @@ PUBLISHED = {
     # Dai et al. 2017 Table 1 (M5, "0.5M"): convs k*c_in*c_out + c_out bias, BatchNorm 2*c_out, fc 512*10 + 10.
     "m5": sum(k * a * b + b + 2 * b for k, a, b in [(80, 1, 128), (3, 128, 128), (3, 128, 256), (3, 256, 512)])
     + 512 * 10 + 10,
+    "r3d_18": 33_371_472,  # TV R3D_18_Weights.KINETICS400_V1
+    "smollm_135m": 134_515_008,  # HF HuggingFaceTB/SmolLM-135M (LlamaForCausalLM, tied embeddings; "135M")
+    # Gulati et al. 2020 Table 1 lists 10.3M for Conformer-S with its LSTM decoder; the zoo builds the encoder alone:
+    # subsampling convs (1*144*9 + 144) + (144*144*9 + 144), Linear 144*19 -> 144, then 16 blocks of two
+    # feed-forward modules (LayerNorm 2*144 + 144*576 + 576 + 576*144 + 144), attention (LayerNorm 288 + in_proj
+    # 3*144*144 + 432 + out_proj 144*144 + 144), the convolution module (LayerNorm 288, pointwise 144*288 + 288,
+    # depthwise 144*31 + 144, BatchNorm 288, pointwise 144*144 + 144) and a LayerNorm 288.
+    "conformer_s": (1 * 144 * 9 + 144) + (144 * 144 * 9 + 144) + (144 * 19 * 144 + 144)
+    + 16 * (2 * (288 + 144 * 576 + 576 + 576 * 144 + 144) + (288 + 3 * 144 * 144 + 432 + 144 * 144 + 144)
+            + (288 + 144 * 288 + 288 + 144 * 31 + 144 + 288 + 144 * 144 + 144) + 288),
     "mlp": 669_706,  # Keras examples/mnist_mlp.py model.summary(): "Total params: 669,706"
 }
 
@@ -88,6 +98,8 @@ def test_parameter_count_matches_published(name):
     ("resnet18", [(3, 224, 224)], [(1000,)]),
     ("m5", [(1, 32_000)], [(10,)]),
     ("bert_tiny", [(128,)], [(128, 128), (128,)]),  # (last hidden state, pooled)
+    ("r3d_18", [(3, 8, 112, 112)], [(400,)]),
+    ("conformer_s", [(1000, 80)], [(249, 144)]),  # (1000 - 3) // 2 + 1 = 499 frames, then (499 - 3) // 2 + 1 = 249
 ])
 def test_output_shapes(name, input_shapes, output_shapes, batch):
     import torch
@@ -159,3 +171,48 @@ def test_torch_to_relax(name):
     # torch.export's own deprecation of its tree specs is not shown to users (it printed on every `perfcast predict`)
     assert not [w for w in caught if "treespec" in str(w.message)]
     assert "main" in [gv.name_hint for gv in mod.get_global_vars()]
+
+
+def test_llama_rmsnorm_and_rotary_match_independent_references():
+    """SmolLM's RMSNorm equals torch's F.rms_norm; its rotate-half rotary embedding equals rotating each pair
+    (x_i, x_{i + d/2}) by position * theta^(-2i/d) as a complex multiplication."""
+    import torch
+
+    from perfcast.networks.llama import SMOLLM_135M, Attention, RMSNorm, _rotate_half
+
+    torch.manual_seed(0)
+    x = torch.randn(2, 5, 576)
+    norm = RMSNorm(576, 1e-5)
+    torch.nn.init.normal_(norm.weight)
+    assert torch.allclose(norm(x), torch.nn.functional.rms_norm(x, (576,), norm.weight, 1e-5), atol=1e-5)
+
+    module, _ = get_network("smollm_135m").build(1)
+    d, t = 64, 7
+    q = torch.randn(t, d)
+    rotated = q * module.cos[:t] + _rotate_half(q) * module.sin[:t]
+    pos = torch.arange(t, dtype=torch.float64)[:, None]
+    angle = pos * SMOLLM_135M.theta ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)  # (t, d / 2)
+    z = torch.complex(q[:, : d // 2].double(), q[:, d // 2:].double()) * torch.exp(1j * angle)
+    assert torch.allclose(rotated.double(), torch.cat((z.real, z.imag), dim=-1), atol=1e-4)
+    # grouped-query attention: 9 query heads share 3 key / value heads
+    attn = module.layers[0].self_attn
+    assert isinstance(attn, Attention) and (attn.heads, attn.kv_heads, attn.k_proj.out_features) == (9, 3, 192)
+
+
+def test_conformer_attention_matches_torch_multihead_attention():
+    """The Conformer's plain-matmul self-attention equals torch.nn.MultiheadAttention with the same weights."""
+    import torch
+
+    from perfcast.networks.conformer import SelfAttention
+
+    torch.manual_seed(0)
+    ours = SelfAttention(144, 4).eval()
+    ref = torch.nn.MultiheadAttention(144, 4, batch_first=True).eval()
+    ref.in_proj_weight.data.copy_(ours.in_proj.weight)
+    ref.in_proj_bias.data.copy_(ours.in_proj.bias)
+    ref.out_proj.weight.data.copy_(ours.out_proj.weight)
+    ref.out_proj.bias.data.copy_(ours.out_proj.bias)
+    x = torch.randn(2, 11, 144)
+    with torch.no_grad():
+        y = ours.norm(x)
+        assert torch.allclose(ours(x), ref(y, y, y, need_weights=False)[0], atol=1e-5)

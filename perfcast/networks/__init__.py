@@ -74,6 +74,16 @@ _spec("vit_tiny", "transformer", "vit", "ViT-Ti/16 (dim 192, depth 12, 3 heads, 
       "timm vit_tiny_patch16_224", 5_717_416)
 
 
+_spec("r3d_18", "cnn", "video", "R3D-18 (3-D ResNet-18, 3x3x3 convolutions, BatchNorm3d), an 8-frame 112x112 RGB "
+      "clip -> 400 Kinetics logits",
+      "Tran et al., A Closer Look at Spatiotemporal Convolutions for Action Recognition, CVPR 2018; "
+      "torchvision.models.video.r3d_18 (R3D_18_Weights.KINETICS400_V1)", 33_371_472)
+_spec("conformer_s", "transformer", "conformer", "Conformer-S encoder (16 blocks, dim 144, 4 heads, depthwise "
+      "Conv1d kernel 31, GLU, SiLU, conv subsampling), (batch, 1000, 80) log-mel frames -> (batch, 249, 144)",
+      "Gulati et al., Conformer: Convolution-augmented Transformer for Speech Recognition, Interspeech 2020 "
+      "(Table 1, Conformer-S; encoder only, counted by hand in tests/test_networks.py); torchaudio.models.Conformer",
+      8_353_728)
+
 def _bert_miniature(name: str, layers: int, hidden: int, params: int) -> None:
     """A BERT miniature of Turc et al. (head size 64, intermediate 4 x hidden), as HF BertModel."""
     heads = hidden // 64
@@ -95,6 +105,11 @@ _spec("gpt2", "transformer", "gpt2", "GPT-2 small decoder with tied LM head (12 
       "causal), int64 token ids (batch, 128) -> logits (batch, 128, 50257)",
       "Radford et al., Language Models are Unsupervised Multitask Learners, 2019; HF GPT2LMHeadModel (gpt2)",
       124_439_808)
+_spec("smollm_135m", "transformer", "llama", "SmolLM-135M, a Llama-architecture decoder with tied LM head (30 "
+      "layers, 576 wide, 9 query / 3 key-value heads, RMSNorm, rotary embeddings, SiLU-gated MLP 1536), int64 "
+      "token ids (batch, 128) -> logits (batch, 128, 49152)",
+      "Touvron et al., LLaMA: Open and Efficient Foundation Language Models, arXiv:2302.13971, 2023; HF "
+      "LlamaForCausalLM (HuggingFaceTB/SmolLM-135M)", 134_515_008)
 _spec("mlp", "mlp", "mlp", "MLP 784-512-512-10 with ReLU (MNIST), float32 (batch, 784) -> 10 logits",
       "Keras example mnist_mlp.py (keras-team/keras)", 669_706)
 
