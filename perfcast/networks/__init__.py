@@ -84,6 +84,7 @@ _spec("conformer_s", "transformer", "conformer", "Conformer-S encoder (16 blocks
       "(Table 1, Conformer-S; encoder only, counted by hand in tests/test_networks.py); torchaudio.models.Conformer",
       8_353_728)
 
+
 def _bert_miniature(name: str, layers: int, hidden: int, params: int) -> None:
     """A BERT miniature of Turc et al. (head size 64, intermediate 4 x hidden), as HF BertModel."""
     heads = hidden // 64
