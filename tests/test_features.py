@@ -838,6 +838,7 @@ def test_an_asm_build_that_hangs_or_crashes_is_killed_and_missing(vec_axpb, monk
         pid = [(built_by / str(i)).read_text() for i in range(4)]
         assert pid[0] == pid[1] and pid[2] == pid[3] and pid[1] != pid[2]  # a new child after the bad one
 
+
 def test_asm_features_refuse_local_on_a_host_that_is_not_x86(monkeypatch):
     """`local`'s target names no mtriple: it builds for the host's triple, so on an ARM host it is not x86."""
     import tvm
