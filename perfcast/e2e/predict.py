@@ -273,7 +273,8 @@ def _layerwise(per_call: dict, source: dict, programs: dict, order: list, spec, 
     return info
 
 
-# a CPU the bundled model never saw, measured (README, Cross-device: "A CPU the bundled data does not have")
+# CPUs the bundled model never saw, measured (README, Cross-device: "A second CPU the bundled data does not have";
+# znver5: "A CPU the bundled data does not have")
 UNSEEN_CPU_FIGURE = ("on an AMD EPYC znver2 it never saw, 47 % of 281 held-out programs fell inside them, MAPE "
                      "30 %; adapted with 20 tasks, 21-23 % (on a znver5, the model of 2026-11-30: 26 %, 51 %, "
                      "three held-out networks off by 25-53 %; adapted, 20-23 % and 2-12 %)")
