@@ -412,6 +412,29 @@ def test_ensemble_residual_stage_on_members_from_a_saved_ensemble(mlp_data, tmp_
         get_model("ensemble", members_from=str(tmp_path / "tree")).fit(X.take(tr), y[tr])
 
 
+def test_ensemble_members_from_a_list_joins_an_ensembles_members_and_another_saved_model(mlp_data, tmp_path):
+    """members_from=[ENS, MODEL]: ENS's members and MODEL itself, as trained (the reference: the geometric mean of
+    the three saved models' own predictions); its feature needs come from the saved files; too few is an error."""
+    _, X, y, tr, va = mlp_data
+    get_model("ensemble", **SMALL["ensemble"]).fit(X.take(tr), y[tr], X.take(va), y[va]).save(tmp_path / "base")
+    get_model("cdmpp", **SMALL["cdmpp"], seed=1).fit(X.take(tr), y[tr], X.take(va), y[va]).save(tmp_path / "seed1")
+    src = [str(tmp_path / "base"), str(tmp_path / "seed1")]
+    ens = get_model("ensemble", members_from=src, threads=1)
+    assert not ens.needs_asm  # read from the three model.json files before anything is loaded
+    ens.fit(X.take(tr), y[tr], X.take(va), y[va])
+    assert [m.name for m in ens.members_] == ["cdmpp", "mlp", "cdmpp"] and ens.info_["members_from"] == src
+    base, seed1 = load_model(tmp_path / "base"), load_model(tmp_path / "seed1")
+    parts = [m.predict(X) for m in base.members_] + [seed1.predict(X)]
+    np.testing.assert_allclose(ens.predict(X), np.exp(np.mean(np.log(parts), axis=0)), rtol=1e-5)
+    assert not np.allclose(parts[0], parts[2], rtol=1e-2)  # the two cdmpp seeds differ, so the join is not a copy
+    ens.save(tmp_path / "joined")
+    np.testing.assert_allclose(load_model(tmp_path / "joined").predict(X), ens.predict(X), rtol=1e-9)
+    with pytest.raises(PerfcastError, match=r"members_from \['.*seed1'\] gives 1 member; an ensemble needs at least"):
+        get_model("ensemble", members_from=[src[1]]).fit(X.take(tr), y[tr])
+    with pytest.raises(PerfcastError, match=r"members_from \[\] names no saved model; give an ensemble directory"):
+        get_model("ensemble", members_from=[]).fit(X.take(tr), y[tr])
+
+
 def test_ensemble_gate_weights_members_per_region_by_validation_mape(mlp_data, tmp_path, monkeypatch):
     """gate=annotations: per region (parallel x vectorized loops) the simplex-grid weights of the members' log
     predictions with the lowest validation MAPE (reference: a brute-force search written here), applied per program;

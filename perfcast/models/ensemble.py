@@ -40,8 +40,10 @@ kernels (12.1 % MAPE against 19.4 % and 20.9 % for the neural ones) and the neur
 whole untuned networks are sums of default kernels (README, Models). Weights fitted on the training programs would
 trust whichever member memorised them most (the tree: 4.4 % on training default kernels), hence the validation set.
 The residual stage, if any, is fitted after the gate, on measured / gated mean.
-`members_from=DIR` takes the trained members of a saved ensemble instead of training them (then only the residual
-stage is fitted; the saved result holds copies of them), for trying a stage on a model that took long to train.
+`members_from=DIR` takes the trained members of a saved ensemble instead of training them (then only the gate and
+the residual stage are fitted; the saved result holds copies of them), for trying a stage on a model that took long
+to train. A list of directories (`--param 'members_from=["ENS","CDMPP_SEED1"]'`) joins the members of each: a saved
+ensemble gives its members, any other saved model itself (e.g. a second seed of one member trained alone).
 Fit it on the records the members trained on: on records of kinds they never saw, the stage learns the members'
 error on those kinds in its first trees and applies it to other unfamiliar programs (outside-zoo MAPE 51 -> 58 %
 with a new round of operator kinds that a full retraining took in neutrally; README, Programs outside the training
@@ -130,7 +132,8 @@ class EnsembleModel(CostModel):
                                    "best_val_mape": getattr(m, "info_", {}).get("best_val_mape")}
                                   for m in self.members_]}
         if self.params["members_from"] is not None:
-            self.info_["members_from"] = str(self.params["members_from"])
+            src = self.params["members_from"]
+            self.info_["members_from"] = [str(d) for d in src] if isinstance(src, (list, tuple)) else str(src)
         self.gate_ = None
         if self.params["gate"] is not None:
             self.gate_ = self._fit_gate(X_val, y_val)
@@ -265,12 +268,36 @@ def _check_ensemble(path, name: str) -> None:
                             "directory saved by `perfcast train --model ensemble`")
 
 
-def _trained_members(path) -> tuple[list[CostModel], int]:
-    """(the trained members of the ensemble saved at `path` (the `members_from` parameter), the number of programs
-    they were trained on)."""
-    base = load_model(path)
-    _check_ensemble(path, base.name)
-    return list(base.members_), int(base.n_train_)
+def _sources(members_from) -> list:
+    """The `members_from` parameter as a list of directories (one directory: that ensemble); raises on an empty
+    list or one that gives fewer than two members."""
+    if not isinstance(members_from, (list, tuple)):
+        return [members_from]
+    if not members_from:
+        raise PerfcastError("members_from [] names no saved model; give an ensemble directory or a list of model "
+                            "directories, e.g. --param 'members_from=[\"ENS\",\"CDMPP_SEED1\"]'")
+    return list(members_from)
+
+
+def _trained_members(members_from) -> tuple[list[CostModel], int]:
+    """(the trained members `members_from` names: the members of each saved ensemble and each other saved model
+    itself, the fewest programs any of them was trained on)."""
+    srcs = _sources(members_from)
+    members, n_train = [], []
+    for path in srcs:
+        m = load_model(path)
+        if not isinstance(members_from, (list, tuple)):  # one directory: an ensemble's members
+            _check_ensemble(path, m.name)
+        members.extend(m.members_ if m.name == EnsembleModel.name else [m])
+        n_train.append(int(m.n_train_))
+    _check_count(members_from, len(members))
+    return members, min(n_train)
+
+
+def _check_count(members_from, n: int) -> None:
+    if n < 2:
+        raise PerfcastError(f"members_from {members_from!r} gives {n} member; an ensemble needs at least two (add "
+                            "another saved model to the list)")
 
 
 def unseen_stage_warning(path, n_stage: int, n_members: int) -> str:
@@ -283,8 +310,15 @@ def unseen_stage_warning(path, n_stage: int, n_members: int) -> str:
 
 
 def _saved_member_configs(path) -> list[CostModel]:
-    """Untrained models with the parameters of the members of the ensemble saved at `path`: what features they
-    read, without loading their weights (only the model.json files)."""
-    p, meta = read_model_meta(path)
-    _check_ensemble(path, meta["name"])
-    return [get_model(m["name"], **m["params"]) for m in (read_model_meta(p / d)[1] for d in meta["state"]["members"])]
+    """Untrained models with the parameters of the members `members_from` (`path`) names: what features they read,
+    without loading their weights (only the model.json files)."""
+    srcs, out = _sources(path), []
+    for src in srcs:
+        p, meta = read_model_meta(src)
+        if not isinstance(path, (list, tuple)):
+            _check_ensemble(src, meta["name"])
+        metas = ([read_model_meta(p / d)[1] for d in meta["state"]["members"]] if meta["name"] == EnsembleModel.name
+                 else [meta])
+        out.extend(get_model(m["name"], **m["params"]) for m in metas)
+    _check_count(path, len(out))
+    return out
