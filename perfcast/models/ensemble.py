@@ -268,36 +268,30 @@ def _check_ensemble(path, name: str) -> None:
                             "directory saved by `perfcast train --model ensemble`")
 
 
-def _sources(members_from) -> list:
-    """The `members_from` parameter as a list of directories (one directory: that ensemble); raises on an empty
-    list or one that gives fewer than two members."""
-    if not isinstance(members_from, (list, tuple)):
-        return [members_from]
-    if not members_from:
+def _member_dirs(members_from) -> list[Path]:
+    """The saved models `members_from` names, one directory per member: each saved ensemble's member directories
+    and each other saved model's own (a single directory must be an ensemble). Reads only model.json files; at
+    least two members or an error that names the fix."""
+    many = isinstance(members_from, (list, tuple))
+    if many and not members_from:
         raise PerfcastError("members_from [] names no saved model; give an ensemble directory or a list of model "
                             "directories, e.g. --param 'members_from=[\"ENS\",\"CDMPP_SEED1\"]'")
-    return list(members_from)
+    dirs = []
+    for src in members_from if many else [members_from]:
+        p, meta = read_model_meta(src)
+        if not many:
+            _check_ensemble(src, meta["name"])
+        dirs.extend([p / d for d in meta["state"]["members"]] if meta["name"] == EnsembleModel.name else [p])
+    if len(dirs) < 2:
+        raise PerfcastError(f"members_from {members_from!r} gives {len(dirs)} member; an ensemble needs at least "
+                            "two (add another saved model to the list)")
+    return dirs
 
 
 def _trained_members(members_from) -> tuple[list[CostModel], int]:
-    """(the trained members `members_from` names: the members of each saved ensemble and each other saved model
-    itself, the fewest programs any of them was trained on)."""
-    srcs = _sources(members_from)
-    members, n_train = [], []
-    for path in srcs:
-        m = load_model(path)
-        if not isinstance(members_from, (list, tuple)):  # one directory: an ensemble's members
-            _check_ensemble(path, m.name)
-        members.extend(m.members_ if m.name == EnsembleModel.name else [m])
-        n_train.append(int(m.n_train_))
-    _check_count(members_from, len(members))
-    return members, min(n_train)
-
-
-def _check_count(members_from, n: int) -> None:
-    if n < 2:
-        raise PerfcastError(f"members_from {members_from!r} gives {n} member; an ensemble needs at least two (add "
-                            "another saved model to the list)")
+    """(the trained members `members_from` names (`_member_dirs`), the fewest programs any was trained on)."""
+    members = [load_model(d) for d in _member_dirs(members_from)]
+    return members, min(int(m.n_train_) for m in members)
 
 
 def unseen_stage_warning(path, n_stage: int, n_members: int) -> str:
@@ -312,13 +306,4 @@ def unseen_stage_warning(path, n_stage: int, n_members: int) -> str:
 def _saved_member_configs(path) -> list[CostModel]:
     """Untrained models with the parameters of the members `members_from` (`path`) names: what features they read,
     without loading their weights (only the model.json files)."""
-    srcs, out = _sources(path), []
-    for src in srcs:
-        p, meta = read_model_meta(src)
-        if not isinstance(path, (list, tuple)):
-            _check_ensemble(src, meta["name"])
-        metas = ([read_model_meta(p / d)[1] for d in meta["state"]["members"]] if meta["name"] == EnsembleModel.name
-                 else [meta])
-        out.extend(get_model(m["name"], **m["params"]) for m in metas)
-    _check_count(path, len(out))
-    return out
+    return [get_model(meta["name"], **meta["params"]) for meta in (read_model_meta(d)[1] for d in _member_dirs(path))]
