@@ -64,7 +64,7 @@ def main() -> None:
     if a.sittings < 1:
         raise PerfcastError(f"--sittings {a.sittings}: time each network at least once (e.g. --sittings 3)")
 
-    from perfcast.collect.calibrate import calibrate
+    from perfcast.collect.calibrate import calibrate, schedule_reference_kinds
     from perfcast.devices import get_device
     from perfcast.devices.base import device_key
     from perfcast.e2e import predict_network
@@ -94,7 +94,7 @@ def main() -> None:
                 spec = f"tuned:{db}"
             ratio = None
             if a.calibrate:
-                cal = calibrate("local")
+                cal = calibrate("local", kinds=schedule_reference_kinds(spec))
                 ratio = cal.speed_ratio
                 if cal.note:
                     print(f"note: {cal.note}", file=sys.stderr)

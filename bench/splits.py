@@ -60,9 +60,7 @@ def main() -> None:
         fractions = []
     if not fractions or any(not 0 < f <= 1 for f in fractions):
         raise PerfcastError(f"--task-fractions {a.task_fractions!r}: each share must be in (0, 1], e.g. 0.25,0.5,1")
-    loaded = load_data(a.data, progress=False)
-    if a.measured_before:
-        loaded = measured_before(loaded, a.measured_before)
+    loaded = load_data(a.data, progress=False, measured_before=a.measured_before)
     out = {"model": a.model, "params": params, "seed": a.seed, "measured_before": a.measured_before, "runs": []}
     for f in fractions:
         part = keep_task_fraction(loaded, f, a.seed, a.subsample)
@@ -85,26 +83,6 @@ def main() -> None:
               f"Kendall tau {o['kendall_tau']:.3f}, top-1 {o['top1']:.3f} ({o['sizes']['train']:,} train / "
               f"{o['sizes']['test']:,} test programs, {o['tasks_outside_test_networks']:,} tasks outside the test "
               f"networks, {o['seconds']:.0f} s)")
-
-
-def measured_before(loaded, when: str):
-    """`loaded` without the records measured at or after `when` (an ISO 8601 time, UTC unless it says otherwise)."""
-    import pandas as pd
-
-    from perfcast.errors import PerfcastError
-
-    ds, df, X = loaded
-    try:
-        cut = pd.Timestamp(when)
-    except ValueError as e:
-        raise PerfcastError(f"--measured-before {when!r} is not a time; give ISO 8601, e.g. 2026-11-28T14:50") from e
-    cut = cut.tz_localize("UTC") if cut.tzinfo is None else cut
-    stamps = ds.read("records", ["record_id", "timestamp"]).to_pandas().set_index("record_id")["timestamp"]
-    t = pd.to_datetime(df["record_id"].map(stamps), utc=True, format="ISO8601")
-    keep = (t < cut).to_numpy()
-    if not keep.any():
-        raise PerfcastError(f"no record was measured before {when}; pick a later time")
-    return ds, df.iloc[keep].reset_index(drop=True), X.take(keep.nonzero()[0])
 
 
 def keep_task_fraction(loaded, fraction: float, seed: int, subsample: str = "tasks"):

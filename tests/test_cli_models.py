@@ -406,6 +406,52 @@ def test_min_protocol_trains_and_evaluates_on_newer_records_only(mlp_dataset, tm
     assert "has no ok records of protocol >= 3" in line
 
 
+def test_measured_before_trains_on_the_earlier_records_and_records_their_latest_time(mlp_dataset, tmp_path):
+    """`--measured-before T` keeps the records timed before T (counted here from the stored timestamps), the model
+    records T and the latest time among its records, eval applies the model's cut by default (same sizes, same
+    MAPE) and refuses another cut for a seeded random split; retraining just after `measured_through` gives the
+    same data and split again. Bad times are one-line errors."""
+    import pandas as pd
+
+    from perfcast.data.store import Dataset
+    from perfcast.errors import PerfcastError
+    from perfcast.eval.workflow import evaluate, train
+
+    data, df = mlp_dataset
+    stamps = Dataset(data).read("records", ["record_id", "timestamp"]).to_pandas().set_index("record_id")
+    t = pd.to_datetime(df["record_id"].map(stamps["timestamp"]), utc=True, format="ISO8601").sort_values()
+    cut = t.iloc[len(t) * 2 // 3]  # a time between records: the earlier two thirds stay
+    n = int((t < cut).sum())
+    assert 40 <= n < len(df)
+    when = cut.strftime("%Y-%m-%dT%H:%M:%S.%f")  # no zone: UTC
+    res = _cli("train", "--data", str(data), "--model", "xgb", "--split", "random", "--out", str(tmp_path / "m"),
+               "--param", "n_estimators=20", "--param", "threads=1", "--measured-before", when, "--json")
+    assert res.returncode == 0, res.stderr
+    r = json.loads(res.stdout.strip().splitlines()[-1])
+    assert sum(r["sizes"].values()) == n
+    info = json.loads((tmp_path / "m" / "model.json").read_text())["info"]
+    assert info["measured_before"] == cut.isoformat()
+    latest = pd.Timestamp(info["measured_through"])
+    assert latest == t[t < cut].max()
+    own = evaluate(tmp_path / "m", data, progress=False)
+    assert own["sizes"] == r["sizes"] and own["measured_before"] == cut.isoformat()
+    assert own["xgb"]["overall"]["mape"] == pytest.approx(r["xgb"]["overall"]["mape"])
+    with pytest.raises(PerfcastError, match="a random split of the records measured before any time would score "
+                                            "records it was trained on; omit --measured-before"):
+        evaluate(tmp_path / "m", data, progress=False, measured_before="all")
+    again = train(data=data, model="xgb", split="random", params={"n_estimators": 20, "threads": 1},
+                  progress=False, measured_before=(latest + pd.Timedelta(microseconds=1)).isoformat())
+    assert again["sizes"] == r["sizes"] and again["estimator"].info_["measured_through"] == latest.isoformat()
+    assert again["test"]["overall"]["mape"] == pytest.approx(r["xgb"]["overall"]["mape"])
+    line = _one_line_error(_cli("train", "--data", str(data), "--model", "xgb", "--measured-before", "yesterday",
+                                "--out", str(tmp_path / "bad")))
+    assert line == ("error: --measured-before 'yesterday' is not a time; give ISO 8601 UTC, e.g. "
+                    "2026-11-28T14:50")
+    with pytest.raises(PerfcastError, match=r"was measured before 2000-01-01T00:00:00\+00:00; pick a later time"):
+        train(data=data, model="xgb", split="random", progress=False, measured_before="2000-01-01")
+    assert not (tmp_path / "bad").exists()
+
+
 def test_eval_min_protocol_rescores_the_same_test_tasks(mlp_dataset, tmp_path):
     """A by_network model trained with eval_min_protocol=2 is scored on its protocol-2 test records by default;
     `evaluate(eval_min_protocol=0)` scores every record of the same test tasks (the training part does not depend

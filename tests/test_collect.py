@@ -618,6 +618,52 @@ def test_calibrate_times_stored_programs_now_and_reports_the_median_ratio(tmp_pa
         calibrate("local:threads=1", data=second, exclude_networks=("mlp",))
     with pytest.raises(PerfcastError, match="--programs 0: calibrating needs at least one"):
         calibrate("local:threads=1", data=second, programs=0)
+    # draw="time": probability proportional to the label, among labels <= TIME_DRAW_MAX_S (no timing here)
+    from perfcast.collect.calibrate import TIME_DRAW_MAX_S
+
+    tenth, over = {slow[1].record_id, slow[4].record_id}, slow[2].record_id
+    sixth = str(tmp_path / "g")
+    Dataset(sixth, create=True).add_records(
+        [dataclasses.replace(r, latency_s=0.1 if r.record_id in tenth else 1.0 if r.record_id == over
+                             else 1e-7) for r in slow])
+    assert 0.1 <= TIME_DRAW_MAX_S < 1.0
+    for seed in range(5):  # a 1e-7 s label is drawn with probability ~1e-6 beside two of 0.1 s; 1 s is over the cap
+        got = reference_records(Dataset(sixth), c.device_key, programs=2, seed=seed, draw="time")
+        assert set(got["record_id"]) == tenth
+    assert over not in set(reference_records(Dataset(sixth), c.device_key, programs=6, draw="time")["record_id"])
+    with pytest.raises(PerfcastError, match=r"reference draw 'big': choose among \('short', 'time'\)"):
+        reference_records(Dataset(sixth), c.device_key, programs=2, draw="big")
+
+
+def test_default_schedules_calibrate_against_default_kernels_else_every_kind(tmp_path, monkeypatch):
+    """`predict --calibrate` of TVM's default kernels takes the ratio of default-kernel references, tuned and random
+    schedules that of every kind; a reference dataset without default kernels falls back to every kind. Here the
+    default kernels' labels are K = 20x what this machine measures and the random schedules' true."""
+    import dataclasses
+
+    import perfcast.collect.calibrate as cal
+    from perfcast.collect.collector import CollectConfig, collect
+    from perfcast.data.schema import MeasureRecord, from_row
+    from perfcast.data.store import Dataset
+
+    K, TOL = 20.0, 2.5
+    assert cal.schedule_reference_kinds("default") == ("default",)
+    assert cal.schedule_reference_kinds("tuned:db") is None and cal.schedule_reference_kinds("random:0") is None
+    first = str(tmp_path / "a")
+    collect(CollectConfig(networks=("mlp",), device="local:threads=1", programs_per_task=2, check_load=False,
+                          measure=FAST), first, log=lambda m: None, progress=False)
+    recs = [from_row(MeasureRecord, r) for r in Dataset(first).read("records").to_pylist()]
+    both, randoms = str(tmp_path / "b"), str(tmp_path / "c")
+    Dataset(both, create=True).add_records(
+        [dataclasses.replace(r, latency_s=K * r.latency_s) if r.schedule_kind == "default" else r for r in recs])
+    Dataset(randoms, create=True).add_records([r for r in recs if r.schedule_kind == "random"])
+    where = {"data": both}
+    monkeypatch.setattr(cal, "reference_dataset", lambda device, model=None: where["data"])
+    ratio, note = cal.speed_ratio_or_note("local:threads=1", None, ("default",))
+    assert 1 / K / TOL < ratio < TOL / K and note is None  # the 3 default kernels only
+    where["data"] = randoms
+    ratio, note = cal.speed_ratio_or_note("local:threads=1", None, ("default",))
+    assert 1 / TOL < ratio < TOL and note is None  # no default kernel there: every kind (the random schedules)
 
 
 def test_pin_launcher_moves_the_caller_off_a_pinned_thread_core():

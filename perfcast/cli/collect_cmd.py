@@ -51,8 +51,10 @@ def collect(
 CALIBRATE_HELP = ("Measure how fast this machine is today compared with when its records were measured: rebuild "
                   "and time PROGRAMS stored programs of the device now (the collector's timing protocol) and print "
                   "the median ratio now / stored (> 1: slower today). `perfcast predict --calibrate` multiplies its "
-                  "predictions by it. Keep the machine quiet while it runs (about 0.5 s per program).")
-CALIBRATE_EXAMPLE = "Example: perfcast calibrate --device local --programs 40 --json"
+                  "predictions by it (against default-kernel references for --schedules default, the kind it "
+                  "predicts). Keep the machine quiet while it runs (about 0.5 s per program).")
+CALIBRATE_EXAMPLE = ("Example: perfcast calibrate --device local --programs 40 --json; the ratio `perfcast predict "
+                     "--calibrate` applies to TVM's default kernels: perfcast calibrate --kinds default")
 
 
 def calibrate(
@@ -60,11 +62,15 @@ def calibrate(
     data: Optional[str] = typer.Option(None, help="dataset with the device's records (default: bundled)"),
     programs: int = typer.Option(40, help="reference programs to time"),
     seed: int = typer.Option(0, help="which references are drawn"),
+    kinds: str = typer.Option("default,random", help="schedule kinds of the references, comma-separated: default "
+                                                     "(TVM's default kernels), random (random schedules)"),
     json_out: bool = typer.Option(False, "--json", help="print the result as JSON"),
 ) -> None:
+    from ..collect.calibrate import REFERENCE_KINDS
     from ..collect.calibrate import calibrate as run
 
-    c = run(device, data, programs, seed)
+    chosen = tuple(k.strip() for k in kinds.split(",") if k.strip())
+    c = run(device, data, programs, seed, kinds=None if set(chosen) == set(REFERENCE_KINDS) else chosen)
     if json_out:
         print(json.dumps(c.to_dict()))
         return

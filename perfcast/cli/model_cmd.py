@@ -12,7 +12,8 @@ from ..errors import PerfcastError
 TRAIN_HELP = ("Train a cost model on a perfcast dataset (default: the bundled one) with a named split; scores it on "
               "the split's test part and saves it to --out. Models: cdmpp (default), xgb, lgbm, mlp.")
 TRAIN_EXAMPLE = ("Example: perfcast train --model cdmpp --split by_network --out runs/cdmpp "
-                 "--param epochs=100 --param use_analytic=true")
+                 "--param epochs=100 --param use_analytic=true; on the records a model had: perfcast train ... "
+                 "--measured-before 2026-12-03T08:00")
 EVAL_HELP = ("Evaluate a trained model (default: the bundled one) on the test part of a split of a dataset (default: "
              "the bundled one, with the split the model was trained with); --baseline trains that model on the same "
              "training part in the same run and reports it beside.")
@@ -97,6 +98,10 @@ def train(
                                              "(2: launcher pinned, best of 3 rounds; see `perfcast data summary`)"),
     eval_min_protocol: int = typer.Option(0, help="by_network: train on every record but validate and test on "
                                                   "records of this protocol or newer only"),
+    measured_before: Optional[str] = typer.Option(None, help="use only records measured before this UTC time "
+                                                            "(ISO 8601, e.g. 2026-12-03T08:00): retrains on a "
+                                                            "model's data, whose latest time its model.json keeps "
+                                                            "as info.measured_through"),
     json_out: bool = typer.Option(False, "--json", help="print the result as JSON"),
 ) -> None:
     from ..eval.workflow import train as run
@@ -104,7 +109,8 @@ def train(
     sp = {k: v for k, v in (("test_networks", test_networks), ("test_device", test_device),
                             ("eval_min_protocol", eval_min_protocol)) if v}
     r = run(data, model, split, out, _parse_params(param), sp, seed, progress=not json_out,
-            default_weight=default_weight, min_protocol=min_protocol, searched_weight=searched_weight)
+            default_weight=default_weight, min_protocol=min_protocol, searched_weight=searched_weight,
+            measured_before=measured_before)
     res = {**_public(r), model: r["test"]}
     res.pop("test")
     if json_out:
@@ -124,13 +130,16 @@ def evaluate(
     eval_min_protocol: Optional[int] = typer.Option(None, help="by_network: score only test records of this "
                                                                "measurement protocol or newer (0: all; default: "
                                                                "the model's)"),
+    measured_before: Optional[str] = typer.Option(None, help="use only records measured before this UTC time "
+                                                            "(ISO 8601), or 'all' (default: the model's own "
+                                                            "--measured-before, else all)"),
     json_out: bool = typer.Option(False, "--json", help="print the result as JSON"),
 ) -> None:
     from ..eval.workflow import evaluate as run
 
     sp = {"test_networks": test_networks} if test_networks else None
     r = run(model, data, split, sp, tuple(baseline or ()), seed, progress=not json_out,
-            eval_min_protocol=eval_min_protocol)
+            eval_min_protocol=eval_min_protocol, measured_before=measured_before)
     if json_out:
         print(json.dumps(_public(r), default=float))
     else:

@@ -60,9 +60,9 @@ def predict(
         raise PerfcastError(f"--plot {plot} draws predicted vs measured kernels; add --measure")
     ratio, calibration_note = None, None
     if calibrate:
-        from ..collect.calibrate import speed_ratio_or_note
+        from ..collect.calibrate import schedule_reference_kinds, speed_ratio_or_note
 
-        ratio, calibration_note = speed_ratio_or_note(device, model)
+        ratio, calibration_note = speed_ratio_or_note(device, model, schedule_reference_kinds(schedules))
     r = predict_network(network, batch_size, device, model, measure, input_shape, schedules=schedules,
                         method=method, layerwise_model=layerwise_model, speed_ratio=ratio,
                         context=_context_option(context),

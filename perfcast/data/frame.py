@@ -59,3 +59,32 @@ def latest_protocol(df: pd.DataFrame) -> pd.DataFrame:
         return df
     best = df.groupby(["workload_key", "device_key", "program_hash"])["protocol"].transform("max")
     return df[df["protocol"] == best]
+
+
+def parse_utc(when: str) -> pd.Timestamp:
+    """`when` (ISO 8601; UTC unless it names its zone) as a UTC timestamp; anything else is an error naming it."""
+    bad = f"--measured-before {when!r} is not a time; give ISO 8601 UTC, e.g. 2026-11-28T14:50"
+    try:
+        t = pd.Timestamp(when)
+    except (ValueError, TypeError) as e:
+        raise PerfcastError(bad) from e
+    if pd.isna(t):
+        raise PerfcastError(bad)
+    return t.tz_localize("UTC") if t.tzinfo is None else t.tz_convert("UTC")
+
+
+def record_times(ds, df: pd.DataFrame) -> pd.Series:
+    """(n,) UTC measurement time of each record of `df` (a frame of `ds`), aligned with its rows."""
+    stamps = ds.read("records", ["record_id", "timestamp"]).to_pandas().drop_duplicates("record_id")
+    t = df["record_id"].map(stamps.set_index("record_id")["timestamp"])
+    return pd.to_datetime(t, utc=True, format="ISO8601")
+
+
+def measured_before(ds, df: pd.DataFrame, when: str):
+    """(n,) bool: which rows of `df` (a frame of `ds`) were measured before `when` (ISO 8601, UTC unless it says
+    otherwise), e.g. to retrain on exactly a model's data (its `info.measured_through` is its records' latest
+    time); none is an error."""
+    keep = (record_times(ds, df) < parse_utc(when)).to_numpy()
+    if not keep.any():
+        raise PerfcastError(f"no record of {str(ds.root)!r} was measured before {when}; pick a later time")
+    return keep

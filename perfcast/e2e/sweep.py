@@ -59,10 +59,10 @@ def sweep_network(network: str, batch_sizes, devices, model=None, schedules: str
     seen = dict(zip(devices, trained_on(m, [device_key(specs[d]) for d in devices])))
     ratios, warnings = {}, {d: [] for d in devices}  # device -> distinct warning lines
     if calibrate:
-        from ..collect.calibrate import speed_ratio_or_note
+        from ..collect.calibrate import schedule_reference_kinds, speed_ratio_or_note
 
         for d in devices:
-            ratios[d], note = speed_ratio_or_note(d, model)
+            ratios[d], note = speed_ratio_or_note(d, model, schedule_reference_kinds(schedules))
             warnings[d] += [note] if note else []
     from rich.console import Console
     from rich.progress import track

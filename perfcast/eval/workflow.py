@@ -26,14 +26,19 @@ DEFAULT_WEIGHT = 10.0
 SEARCHED_WEIGHT = 1.0
 
 
-def open_records(data=None, device: str | None = None, min_protocol: int = 0):
-    """(dataset, records DataFrame) of the ok records of `data` (default: bundled), of `device` only when given;
-    no such records is an error that names the fix (`records_frame` says it for a device)."""
+def open_records(data=None, device: str | None = None, min_protocol: int = 0, measured_before: str | None = None):
+    """(dataset, records DataFrame) of the ok records of `data` (default: bundled), of `device` only when given,
+    measured before `measured_before` (ISO 8601 UTC) when given; no such records is an error that names the fix
+    (`records_frame` says it for a device)."""
     from ..data.frame import records_frame
     from ..data.store import Dataset
 
     ds = Dataset(data if data is not None else paths.bundled_dataset_dir())
     df = records_frame(ds, device=device, min_protocol=min_protocol)
+    if measured_before is not None and not df.empty:
+        from ..data.frame import measured_before as before
+
+        df = df.iloc[before(ds, df, measured_before)].reset_index(drop=True)
     if df.empty:
         more = f" of protocol >= {min_protocol}" if min_protocol else ""
         raise PerfcastError(f"{str(ds.root)!r} has no ok records{more}; collect some with "
@@ -42,13 +47,14 @@ def open_records(data=None, device: str | None = None, min_protocol: int = 0):
 
 
 def load_data(data=None, device: str | None = None, progress: bool = True, min_protocol: int = 0,
-              asm: bool = False, jobs: int | None = None):
+              asm: bool = False, jobs: int | None = None, measured_before: str | None = None):
     """(dataset, records DataFrame, ProgramFeatures) of the ok records of `data` (default: bundled); with
     `min_protocol`, only records timed under that measurement protocol or a newer one
-    (`perfcast.data.schema.PROTOCOLS`); with `asm`, the features hold the assembly's too (`asm_cache`)."""
+    (`perfcast.data.schema.PROTOCOLS`); with `measured_before`, only records measured before that time (features
+    are computed for those only); with `asm`, the features hold the assembly's too (`asm_cache`)."""
     from ..features.cache import dataset_features
 
-    ds, df = open_records(data, device, min_protocol)
+    ds, df = open_records(data, device, min_protocol, measured_before)
     X = dataset_features(ds, df, jobs=jobs, progress=progress)
     if asm:
         from ..features.asm_cache import dataset_asm
@@ -106,7 +112,7 @@ def scores(df, y, pred, idx, networks=None) -> dict:
 def train(data=None, model: str = "cdmpp", split: str = "by_network", out=None, params: dict | None = None,
           split_params: dict | None = None, seed: int = 0, progress: bool = True, loaded=None,
           transductive: bool = False, default_weight: float | None = None, min_protocol: int = 0,
-          searched_weight: float | None = None) -> dict:
+          searched_weight: float | None = None, measured_before: str | None = None) -> dict:
     """Fit `model` on the split's training part (validation part for early stopping), score it on the test part,
     save it to `out` (when given). Returns {"model", "split", "sizes", "test": scores, "path"}.
 
@@ -120,8 +126,11 @@ def train(data=None, model: str = "cdmpp", split: str = "by_network", out=None, 
     None: `DEFAULT_WEIGHT`. `searched_weight` does the same for the programs a meta-schedule search found (records
     imported from tuning databases; a tuned network runs each task's best one); None: `SEARCHED_WEIGHT`.
     `min_protocol` trains and tests on records of that measurement protocol or newer only (the model remembers it,
-    so `evaluate` scores it on the same records). The model keeps prediction intervals fitted on the validation
-    part (`perfcast.eval.intervals`) when it has at least `intervals.MIN_PROGRAMS` programs."""
+    so `evaluate` scores it on the same records); so does `measured_before` (ISO 8601 UTC: records measured before
+    it only), and the model records the latest time among the records it was split from as
+    `info_["measured_through"]` (retraining with `measured_before` just after it reproduces its data and split).
+    The model keeps prediction intervals fitted on the validation part (`perfcast.eval.intervals`) when it has at
+    least `intervals.MIN_PROGRAMS` programs."""
     from ..models import get_model
     from .coverage import training_dtypes
     from .intervals import interval_coverage, validation_intervals
@@ -134,8 +143,20 @@ def train(data=None, model: str = "cdmpp", split: str = "by_network", out=None, 
     searched_weight = SEARCHED_WEIGHT if searched_weight is None else float(searched_weight)
     check_loss_weight(default_weight)
     check_loss_weight(searched_weight, "searched")
-    ds, df, X = loaded if loaded is not None else load_data(data, progress=progress, min_protocol=min_protocol,
-                                                            asm=m.needs_asm)
+    if measured_before is not None:
+        from ..data.frame import parse_utc
+
+        measured_before = parse_utc(measured_before).isoformat()  # a bad time fails before the data is loaded
+    if loaded is None:
+        ds, df, X = load_data(data, progress=progress, min_protocol=min_protocol, asm=m.needs_asm,
+                              measured_before=measured_before)
+    else:
+        ds, df, X = loaded
+        if measured_before is not None:
+            from ..data.frame import measured_before as before
+
+            keep = before(ds, df, measured_before)
+            df, X = df.iloc[keep].reset_index(drop=True), X.take(keep.nonzero()[0])
     sp = make_split(df, split, seed, split_params)
     y = df["latency_s"].to_numpy()
     w = sample_weights(df.iloc[sp.train], default_weight, searched_weight)
@@ -152,6 +173,8 @@ def train(data=None, model: str = "cdmpp", split: str = "by_network", out=None, 
                "transductive": transductive, "default_weight": float(default_weight),
                "searched_weight": float(searched_weight),
                "min_protocol": int(min_protocol),
+               "measured_before": measured_before,
+               "measured_through": _latest_time(ds, df),
                "train_devices": train_devices(df, sp.train),
                "train_networks": train_networks(df, sp.train),
                "train_dtypes": training_dtypes(ds, df, sp.train)}
@@ -162,6 +185,14 @@ def train(data=None, model: str = "cdmpp", split: str = "by_network", out=None, 
         result["path"] = str(m.save(out))
     result["estimator"] = m
     return result
+
+
+def _latest_time(ds, df) -> str | None:
+    """The latest measurement time (ISO 8601 UTC) among the records of `df`, None for none."""
+    from ..data.frame import record_times
+
+    t = record_times(ds, df).max() if len(df) else None
+    return None if t is None or pd.isna(t) else t.isoformat()
 
 
 def check_loss_weight(weight: float, kind: str = "default") -> None:
@@ -249,20 +280,31 @@ def _training_params(params: dict) -> dict:
 
 def evaluate(model=None, data=None, split: str | None = None, split_params: dict | None = None,
              baselines: tuple[str, ...] = (), seed: int | None = None, progress: bool = True, loaded=None,
-             eval_min_protocol: int | None = None) -> dict:
+             eval_min_protocol: int | None = None, measured_before: str | None = None) -> dict:
     """Score a trained model (default: bundled) on a split's test part of `data` (default: bundled), and train
     each baseline on the same training part in the same run, with the model's default-kernel weight. Returns
     {model name: scores, baseline: scores, ...}. `eval_min_protocol` (by_network; default: the model's) scores
-    only test records of that measurement protocol or newer (0: all), from the same test tasks."""
+    only test records of that measurement protocol or newer (0: all), from the same test tasks.
+    `measured_before` (default: the model's, `train(measured_before=)`) uses only the records measured before that
+    time, "all" every record; on the model's own dataset another cut than its own is refused unless the split holds
+    out whole networks or devices (a seeded split of other records would score records it trained on)."""
     from ..models import get_model, load_model
     from .intervals import interval_coverage, model_intervals
 
     m = load_model(model)
     unfitted = [get_model(b, seed=0) for b in baselines]  # a bad baseline name fails before the data is loaded
     info = m.info_ or {}
+    cut = info.get("measured_before") if measured_before is None else measured_before
+    if cut == "all":
+        cut = None
+    elif cut is not None:
+        from ..data.frame import parse_utc
+
+        cut = parse_utc(cut).isoformat()
     ds, df, X = loaded if loaded is not None else load_data(data, progress=progress,
                                                             min_protocol=int(info.get("min_protocol", 0)),
-                                                            asm=any(e.needs_asm for e in [m, *unfitted]))
+                                                            asm=any(e.needs_asm for e in [m, *unfitted]),
+                                                            measured_before=cut)
     name, params, s = _default_split(m, ds)
     if split is not None and (split != name or split_params):
         name, params = split, dict(split_params or {})
@@ -279,6 +321,11 @@ def evaluate(model=None, data=None, split: str | None = None, split_params: dict
         raise PerfcastError(f"the model was trained on this dataset with split "
                             f"{trained['name']!r}; evaluating it with split {name!r} would score records it "
                             f"was trained on; omit --split or use --split {trained['name']}")
+    if own_data and cut != info.get("measured_before") and name not in ("by_network", "by_device"):
+        raise PerfcastError(f"the model was trained on this dataset's records measured before "
+                            f"{info.get('measured_before') or 'any time'}; a {name} split of the records measured "
+                            f"before {cut or 'any time'} would score records it was trained on; omit "
+                            "--measured-before")
     sp = make_split(df, name, seed, params)
     if own_data and _training_params(sp.params) != _training_params(trained.get("params") or {}):
         # same split, other seed or parameters: the same leak (which records are scored does not matter)
@@ -288,7 +335,7 @@ def evaluate(model=None, data=None, split: str | None = None, split_params: dict
     y = df["latency_s"].to_numpy()
     Xt = X.take(sp.test)
     out = {"split": {"name": name, "params": sp.params, "seed": seed}, "sizes": sp.sizes(),
-           "data": str(ds.root), "model": m.name}
+           "data": str(ds.root), "model": m.name, "measured_before": cut}
     preds = {"_rows": df.iloc[sp.test], m.name: m.predict(Xt)}
     nets = sp.params.get("test_networks")
     out[m.name] = scores(df, y, preds[m.name], sp.test, nets)
