@@ -318,8 +318,9 @@ def test_tuned_kernels_are_predicted_as_the_fastest_of_their_search(mlp_tuned_db
         assert k["candidates"] == len(c) and k["kept_predicted_s"] == pytest.approx(own, rel=rel)
         assert k["predicted_s"] == pytest.approx(fastest_of(p, sigma), rel=rel)
         # at or below the best prediction (equal to float noise when the fastest candidate is many sigma ahead)
-        assert k["predicted_s"] <= p.min() * (1 + 1e-9) and p.min() <= own * (1 + rel)  # batch vs single: noise
-    assert sel["predicted_s"] <= kept["predicted_s"] * (1 + 1e-9)
+        # (p is predicted in another batch than the network's candidates: float32 noise, 1.8e-7 seen on 2026-12-06)
+        assert k["predicted_s"] <= p.min() * (1 + rel) and p.min() <= own * (1 + rel)  # batch vs single: noise
+    assert sel["predicted_s"] <= kept["predicted_s"] * (1 + rel)
     with pytest.raises(PerfcastError, match=re.escape("selection sigma -0.1 must be between 0 and 2")):
         predict_network("mlp", schedules=spec, selection_sigma=-0.1)
 
