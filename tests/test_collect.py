@@ -635,7 +635,7 @@ def test_calibrate_times_stored_programs_now_and_reports_the_median_ratio(tmp_pa
         reference_records(Dataset(sixth), c.device_key, programs=2, draw="big")
 
 
-def test_default_schedules_calibrate_against_default_kernels_else_every_kind(tmp_path, monkeypatch):
+def test_default_schedules_calibrate_against_default_kernels_else_every_kind(tmp_path):
     """`predict --calibrate` of TVM's default kernels takes the ratio of default-kernel references, tuned and random
     schedules that of every kind; a reference dataset without default kernels falls back to every kind. Here the
     default kernels' labels are K = 20x what this machine measures and the random schedules' true."""
@@ -657,12 +657,9 @@ def test_default_schedules_calibrate_against_default_kernels_else_every_kind(tmp
     Dataset(both, create=True).add_records(
         [dataclasses.replace(r, latency_s=K * r.latency_s) if r.schedule_kind == "default" else r for r in recs])
     Dataset(randoms, create=True).add_records([r for r in recs if r.schedule_kind == "random"])
-    where = {"data": both}
-    monkeypatch.setattr(cal, "reference_dataset", lambda device, model=None: where["data"])
-    ratio, note = cal.speed_ratio_or_note("local:threads=1", None, ("default",))
+    ratio, note = cal.speed_ratio_or_note("local:threads=1", None, ("default",), data=both)
     assert 1 / K / TOL < ratio < TOL / K and note is None  # the 3 default kernels only
-    where["data"] = randoms
-    ratio, note = cal.speed_ratio_or_note("local:threads=1", None, ("default",))
+    ratio, note = cal.speed_ratio_or_note("local:threads=1", None, ("default",), data=randoms)
     assert 1 / TOL < ratio < TOL and note is None  # no default kernel there: every kind (the random schedules)
 
 

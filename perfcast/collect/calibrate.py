@@ -234,13 +234,13 @@ def schedule_reference_kinds(schedules: str) -> tuple[str, ...] | None:
     return ("default",) if schedules == "default" else None
 
 
-def speed_ratio_or_note(device: str = "local", model=None,
-                        kinds: tuple[str, ...] | None = None) -> tuple[float | None, str | None]:
+def speed_ratio_or_note(device: str = "local", model=None, kinds: tuple[str, ...] | None = None,
+                        data=None) -> tuple[float | None, str | None]:
     """For commands with `--calibrate`: (`calibrate(device)`'s speed ratio, its note or None), against the
-    references `reference_dataset(device, model)` names, of `kinds` (`schedule_reference_kinds`) where that dataset
-    has any, else of every kind; a device the dataset has no record of gives (None, a note that its predictions
-    stay uncalibrated)."""
-    data = reference_dataset(device, model)
+    references of `data` (default: the dataset `reference_dataset(device, model)` names), of `kinds`
+    (`schedule_reference_kinds`) where that dataset has any, else of every kind; a device the dataset has no record
+    of gives (None, a note that its predictions stay uncalibrated)."""
+    data = reference_dataset(device, model) if data is None else data
     try:
         try:
             cal = calibrate(device, data=data, kinds=kinds)
