@@ -43,11 +43,6 @@ TRAINING_ONLY_LINES = re.compile(
     r"^(split_gain|leaf_weight|leaf_count|internal_value|internal_weight|internal_count|tree_sizes)=.*\n", re.M)
 
 
-def prediction_text(model_text: str) -> str:
-    """LightGBM `model_to_string` text without `TRAINING_ONLY_LINES`."""
-    return TRAINING_ONLY_LINES.sub("", model_text)
-
-
 def store_matrix(X, use_device: bool = False) -> np.ndarray:
     """(n, 164) per-store features summed over each program's stores; (n, 164 + N_DEVICE) with `use_device`."""
     A = np.stack([s.sum(axis=0) if len(s) else np.zeros(s.shape[1], np.float32) for s in X.stores]) \
@@ -215,7 +210,8 @@ class LGBMModel(_GBDT):
     def _save_state(self, path: Path) -> dict:
         # LightGBM's text model without its training statistics, xz-compressed (the bundled tree member's 2,000
         # trees of up to 255 leaves: 23.4 MB of text, 11.7 MB without them, 3.5 MB xz)
-        text = prediction_text(self.booster_.model_to_string(num_iteration=self.booster_.best_iteration or None))
+        text = self.booster_.model_to_string(num_iteration=self.booster_.best_iteration or None)
+        text = TRAINING_ONLY_LINES.sub("", text)
         (path / "lgbm.txt.xz").write_bytes(lzma.compress(text.encode(), preset=9))
         return {"target": self.target_.to_dict(), "file": "lgbm.txt.xz"}
 
