@@ -428,7 +428,14 @@ def test_ensemble_members_from_a_list_joins_an_ensembles_members_and_another_sav
     np.testing.assert_allclose(ens.predict(X), np.exp(np.mean(np.log(parts), axis=0)), rtol=1e-5)
     assert not np.allclose(parts[0], parts[2], rtol=1e-2)  # the two cdmpp seeds differ, so the join is not a copy
     ens.save(tmp_path / "joined")
-    np.testing.assert_allclose(load_model(tmp_path / "joined").predict(X), ens.predict(X), rtol=1e-9)
+    joined = load_model(tmp_path / "joined")
+    np.testing.assert_allclose(joined.predict(X), ens.predict(X), rtol=1e-9)
+    # the saved parameters name the joined members as a recipe that trains them again, not the default members
+    assert joined.params["members_from"] is None and joined.info_["members_from"] == src
+    assert [name for name, _ in joined.params["members"]] == ["cdmpp", "mlp", "cdmpp"]
+    assert joined.params["members"][2][1]["seed"] == 1 and "seed" not in joined.params["members"][0][1]
+    assert [get_model(n, **p).params for n, p in joined.member_specs()] == [m.params for m in ens.members_]
+    assert ens.params["members_from"] == src  # fitting left the estimator's own parameters as given
     with pytest.raises(PerfcastError, match=r"members_from \['.*seed1'\] gives 1 member; an ensemble needs at least"):
         get_model("ensemble", members_from=[src[1]]).fit(X.take(tr), y[tr])
     with pytest.raises(PerfcastError, match=r"members_from \[\] names no saved model; give an ensemble directory"):

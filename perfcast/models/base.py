@@ -112,13 +112,17 @@ class CostModel:
         p = Path(path)
         p.mkdir(parents=True, exist_ok=True)
         tag = getattr(self, "feature_tag_", FEATURE_TAG)  # a model loaded from a prior tag keeps reading it
-        meta = {"format": MODEL_FORMAT, "name": self.name, "params": self.params, "feature_tag": tag,
+        meta = {"format": MODEL_FORMAT, "name": self.name, "params": self.saved_params(), "feature_tag": tag,
                 "perfcast_version": __version__, "n_train": self.n_train_, "info": getattr(self, "info_", {})}
         if getattr(self, "device_proxy_", None):
             meta["device_proxy"] = self.device_proxy_
         meta["state"] = self._save_state(p)
         (p / MODEL_FILE).write_text(json.dumps(meta, indent=1))
         return p
+
+    def saved_params(self) -> dict:
+        """The parameters `save` writes, from which `load_model` constructs the model again: its own."""
+        return self.params
 
     # subclass hooks
     def _fit(self, X, y, X_val, y_val) -> None:

@@ -41,8 +41,9 @@ whole untuned networks are sums of default kernels (README, Models). Weights fit
 trust whichever member memorised them most (the tree: 4.4 % on training default kernels), hence the validation set.
 The residual stage, if any, is fitted after the gate, on measured / gated mean.
 `members_from=DIR` takes the trained members of a saved ensemble instead of training them (then only the gate and
-the residual stage are fitted; the saved result holds copies of them), for trying a stage on a model that took long
-to train. A list of directories (`--param 'members_from=["ENS","CDMPP_SEED1"]'`) joins the members of each: a saved
+the residual stage are fitted; the saved result holds copies of them and names them in its `members` parameter,
+`saved_params`), for trying a stage on a model that took long to train. A list of directories
+(`--param 'members_from=["ENS","CDMPP_SEED1"]'`) joins the members of each: a saved
 ensemble gives its members, any other saved model itself (e.g. a second seed of one member trained alone).
 Fit it on the records the members trained on: on records of kinds they never saw, the stage learns the members'
 error on those kinds in its first trees and applies it to other unfamiliar programs (outside-zoo MAPE 51 -> 58 %
@@ -225,6 +226,19 @@ class EnsembleModel(CostModel):
         return np.hstack([m.latent(X) for m in nets])
 
     # ---- persistence -------------------------------------------------------------------------------------------
+    def saved_params(self) -> dict:
+        """With `members_from`, the members it joined written as a recipe: `members` lists each member's name and
+        the parameters in which it differs from what `member_specs` would give it (the model's defaults with the
+        ensemble's seed and threads), `members_from` is None (the sources stay in `info_["members_from"]`). So the
+        saved model.json says which members it holds, and fitting its parameters again trains the same members."""
+        if self.params["members_from"] is None or getattr(self, "members_", None) is None:
+            return self.params
+        members = []
+        for m in self.members_:
+            base = {**get_model(m.name).params, "seed": self.params["seed"], "threads": self.params["threads"]}
+            members.append([m.name, {k: v for k, v in m.params.items() if k not in base or base[k] != v}])
+        return {**self.params, "members": members, "members_from": None}
+
     def _save_state(self, path: Path) -> dict:
         dirs = []
         for i, m in enumerate(self.members_):
