@@ -42,9 +42,9 @@ trust whichever member memorised them most (the tree: 4.4 % on training default 
 The residual stage, if any, is fitted after the gate, on measured / gated mean.
 `members_from=DIR` takes the trained members of a saved ensemble instead of training them (then only the gate and
 the residual stage are fitted; the saved result holds copies of them and names them in its `members` parameter,
-`saved_params`), for trying a stage on a model that took long to train. A list of directories
-(`--param 'members_from=["ENS","CDMPP_SEED1"]'`) joins the members of each: a saved
-ensemble gives its members, any other saved model itself (e.g. a second seed of one member trained alone).
+`saved_params`), for trying a stage on a model that took long to train. A list of directories (`--param
+'members_from=["ENS","CDMPP_SEED1"]'`) joins the members of each: a saved ensemble gives its members, any
+other saved model itself (e.g. a second seed of one member trained alone).
 Fit it on the records the members trained on: on records of kinds they never saw, the stage learns the members'
 error on those kinds in its first trees and applies it to other unfamiliar programs (outside-zoo MAPE 51 -> 58 %
 with a new round of operator kinds that a full retraining took in neutrally; README, Programs outside the training
@@ -101,8 +101,13 @@ class EnsembleModel(CostModel):
             if item[0] == self.name or item[0] not in list_models():
                 known = [m for m in list_models() if m != self.name]
                 raise PerfcastError(f"ensemble member {item[0]!r} is not a model; known: {', '.join(known)}")
-            out.append((item[0], {"seed": self.params["seed"], "threads": self.params["threads"], **item[1]}))
+            out.append((item[0], {**self.inherited_params(), **item[1]}))
         return out
+
+    def inherited_params(self) -> dict:
+        """What every member and the residual stage inherit from the ensemble unless their own parameters say
+        otherwise."""
+        return {"seed": self.params["seed"], "threads": self.params["threads"]}
 
     @property
     def needs_asm(self) -> bool:
@@ -157,7 +162,7 @@ class EnsembleModel(CostModel):
         if not isinstance(r, dict):
             raise PerfcastError(f"ensemble residual {r!r} must be a dict of lgbm parameters, e.g. --param "
                                 "'residual={}' (the defaults) or --param 'residual={\"max_depth\":4}'")
-        return {**RESIDUAL_DEFAULTS, "seed": self.params["seed"], "threads": self.params["threads"], **r}
+        return {**RESIDUAL_DEFAULTS, **self.inherited_params(), **r}
 
     def residual_target(self, X, y) -> np.ndarray:
         """What the residual stage regresses: measured / the members' geometric mean (fit, and `perfcast adapt`)."""
@@ -235,7 +240,7 @@ class EnsembleModel(CostModel):
             return self.params
         members = []
         for m in self.members_:
-            base = {**get_model(m.name).params, "seed": self.params["seed"], "threads": self.params["threads"]}
+            base = {**get_model(m.name).params, **self.inherited_params()}
             members.append([m.name, {k: v for k, v in m.params.items() if k not in base or base[k] != v}])
         return {**self.params, "members": members, "members_from": None}
 
