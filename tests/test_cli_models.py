@@ -408,14 +408,14 @@ def test_min_protocol_trains_and_evaluates_on_newer_records_only(mlp_dataset, tm
 
 def test_measured_before_trains_on_the_earlier_records_and_records_their_latest_time(mlp_dataset, tmp_path):
     """`--measured-before T` keeps the records timed before T (counted here from the stored timestamps), the model
-    records T and the latest time among its records, eval applies the model's cut by default (same sizes, same
-    MAPE) and refuses another cut for a seeded random split; retraining just after `measured_through` gives the
-    same data and split again. Bad times are one-line errors."""
+    records T and the latest time among its records, eval and `own_split` (the benches) apply the model's cut by
+    default (same sizes, same MAPE) and eval refuses another cut for a seeded random split; retraining just after
+    `measured_through` gives the same data and split again. Bad times are one-line errors."""
     import pandas as pd
 
     from perfcast.data.store import Dataset
     from perfcast.errors import PerfcastError
-    from perfcast.eval.workflow import evaluate, train
+    from perfcast.eval.workflow import evaluate, own_split, train
 
     data, df = mlp_dataset
     stamps = Dataset(data).read("records", ["record_id", "timestamp"]).to_pandas().set_index("record_id")
@@ -435,6 +435,8 @@ def test_measured_before_trains_on_the_earlier_records_and_records_their_latest_
     assert latest == t[t < cut].max()
     own = evaluate(tmp_path / "m", data, progress=False)
     assert own["sizes"] == r["sizes"] and own["measured_before"] == cut.isoformat()
+    _, _, own_df, _, _, own_sp = own_split(tmp_path / "m", data)  # the benches' parts: the same cut and split
+    assert len(own_df) == n and own_sp.sizes() == r["sizes"]
     assert own["xgb"]["overall"]["mape"] == pytest.approx(r["xgb"]["overall"]["mape"])
     with pytest.raises(PerfcastError, match="a random split of the records measured before any time would score "
                                             "records it was trained on; omit --measured-before"):

@@ -261,14 +261,27 @@ def records_of_device(df, device: str) -> tuple[str, np.ndarray]:
     return key, (df["device_key"] == key).to_numpy()
 
 
+def records_cut(model, measured_before: str | None = None) -> str | None:
+    """The measurement-time cut (ISO 8601 UTC) of the records a trained model is scored on: `measured_before`, else
+    the model's own (`train(measured_before=)`); "all" or neither: None (every record)."""
+    cut = (model.info_ or {}).get("measured_before") if measured_before is None else measured_before
+    if cut is None or cut == "all":
+        return None
+    from ..data.frame import parse_utc
+
+    return parse_utc(cut).isoformat()
+
+
 def own_split(model=None, data=None, asm: bool | None = None):
     """(model, dataset, records, features, split name, split) of a trained model (default: bundled) on `data`
-    (default: bundled), split the way the model was trained (its own test and training parts on its own data).
-    `asm` loads the assembly features too (default: when the model reads them; True for another model that does)."""
+    (default: bundled), split the way the model was trained (its own test and training parts on its own data: the
+    records of its `min_protocol` and `measured_before` cut, as `evaluate` reads them). `asm` loads the assembly
+    features too (default: when the model reads them; True for another model that does)."""
     from ..models import load_model
 
     m = load_model(model)
-    ds, df, X = load_data(data, progress=False, asm=m.needs_asm if asm is None else asm)
+    ds, df, X = load_data(data, progress=False, min_protocol=int((m.info_ or {}).get("min_protocol", 0)),
+                          asm=m.needs_asm if asm is None else asm, measured_before=records_cut(m))
     name, params, seed = _default_split(m, ds)
     return m, ds, df, X, name, make_split(df, name, seed, params)
 
@@ -294,13 +307,7 @@ def evaluate(model=None, data=None, split: str | None = None, split_params: dict
     m = load_model(model)
     unfitted = [get_model(b, seed=0) for b in baselines]  # a bad baseline name fails before the data is loaded
     info = m.info_ or {}
-    cut = info.get("measured_before") if measured_before is None else measured_before
-    if cut == "all":
-        cut = None
-    elif cut is not None:
-        from ..data.frame import parse_utc
-
-        cut = parse_utc(cut).isoformat()
+    cut = records_cut(m, measured_before)
     ds, df, X = loaded if loaded is not None else load_data(data, progress=progress,
                                                             min_protocol=int(info.get("min_protocol", 0)),
                                                             asm=any(e.needs_asm for e in [m, *unfitted]),
