@@ -11,7 +11,9 @@ region per loop), and five columns are appended to the 55 asm ones: log2(1 + the
 summed), log2(1 + their block reciprocal throughput, summed), log2(1 + estimated cycles = FLOPs / the loops'
 floating-point lanes per pass × cycles per pass), cycles / throughput (above 1: bound by a dependency chain), and
 the number of loops simulated. The tree member (`lgbm`, `features=program_asm`, latency per unit of work) is
-trained with and without them on the same records, by_network split, per seed.
+trained with and without them on the same records, by_network split, per seed. `--executed` also reads, from the
+same build, `bench/asm_executed_work.py`'s executed-work columns (every instruction weighed by its loops' trip
+counts as the assembly states them) and trains four variants: no extra columns, + llvm-mca, + executed work, + both.
 
 The columns cost ~0.3 s a record on top of the build (2 processes: ~28 min for 5,700 records); they are kept in
 `--cache` (JSON, record id -> columns) and a later run reuses them. No measuring. Needs `llvm-mca` on the PATH
@@ -19,7 +21,7 @@ The columns cost ~0.3 s a record on top of the build (2 processes: ~28 min for 5
 older relative (`MCA_CPU`).
 
     python bench/mca_features.py [--device KEY] [--per-train 8] [--per-test 20] [--seeds 0 1] [--jobs 2]
-                                 [--cache FILE] [--json]
+                                 [--cache FILE] [--executed] [--json]
 """
 
 from __future__ import annotations
@@ -78,8 +80,9 @@ def mca_columns(asm: str, flops: float, cpu: str) -> np.ndarray:
 
 
 def record_columns(args) -> tuple[str, list[float]]:
-    """(record id, its columns) of one stored record row (`perfcast.features.cache.BUILD_COLUMNS`), rebuilt."""
-    row, script, cpu = args
+    """(record id, its columns) of one stored record row (`perfcast.features.cache.BUILD_COLUMNS`), rebuilt: the
+    llvm-mca ones, then (`executed`) log2(1 + x) of each of `asm_executed_work.executed_figures`."""
+    row, script, cpu, executed = args
     from perfcast.features.analytic import AnalyticExtractor
     from perfcast.features.asm import program_asm
     from perfcast.features.base import as_primfunc
@@ -87,10 +90,23 @@ def record_columns(args) -> tuple[str, list[float]]:
 
     try:
         func = as_primfunc(record_program(row, {row["workload_key"]: script}))
-        v = mca_columns(program_asm(func, row["target_json"]), AnalyticExtractor().figures(func)["flops"], cpu)
+        asm = program_asm(func, row["target_json"])
+        v = mca_columns(asm, AnalyticExtractor().figures(func)["flops"], cpu)
+        if executed:
+            v = np.concatenate([v, np.log2(1.0 + np.array(list(executed_figures(asm).values()), np.float64))])
     except Exception:  # noqa: BLE001  (a program LLVM cannot build: missing columns, not a lost run)
-        v = np.full(len(MCA_COLUMNS), np.nan, np.float32)
+        v = np.full(n_columns(executed), np.nan, np.float32)
     return row["record_id"], [float(x) for x in v]
+
+
+def executed_figures(asm: str) -> dict[str, float]:
+    from asm_executed_work import executed_figures as figures  # (bench/ is the script's directory: on sys.path)
+
+    return figures(asm)
+
+
+def n_columns(executed: bool) -> int:
+    return len(MCA_COLUMNS) + (len(executed_figures("")) if executed else 0)
 
 
 def main(argv=None) -> None:
@@ -112,6 +128,8 @@ def main(argv=None) -> None:
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1], help="split / model seeds (default 0 1)")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes building (default: all cores)")
     ap.add_argument("--cache", default=None, help="JSON file of computed columns (default: mca_<cpu>.json here)")
+    ap.add_argument("--executed", action="store_true",
+                    help="also the executed-work columns (bench/asm_executed_work.py); four variants are trained")
     ap.add_argument("--json", action="store_true", help="print JSON")
     a = ap.parse_args(argv)
     if shutil.which("llvm-mca") is None:
@@ -123,10 +141,11 @@ def main(argv=None) -> None:
     cpu = MCA_CPU.get(cpu, cpu)
     cache = a.cache or f"mca_{cpu}.json"
     done = json.loads(open(cache).read()) if os.path.exists(cache) else {}
+    done = {k: v for k, v in done.items() if len(v) == n_columns(a.executed)}  # (a cache of the other kind: redone)
     rows = [r for rs in rows_to_build(ds, set(df["record_id"]) - set(done)).values() for r in rs]
     scripts = dataset_task_scripts(ds)
     with Pool(a.jobs) as pool:
-        work = pool.imap_unordered(record_columns, [(r, scripts[r["workload_key"]], cpu) for r in rows], chunksize=8)
+        work = pool.imap_unordered(record_columns, [(r, scripts[r["workload_key"]], cpu, a.executed) for r in rows], chunksize=8)
         for i, (rid, v) in enumerate(tqdm(work, total=len(rows), disable=a.json or not rows, desc="llvm-mca")):
             done[rid] = v
             if i % 500 == 499:  # a kill loses at most 500 records' columns
@@ -135,22 +154,28 @@ def main(argv=None) -> None:
     with open(cache, "w") as f:
         json.dump(done, f)
 
-    M = np.array([done[r] for r in df["record_id"]], np.float32)
+    C = np.array([done[r] for r in df["record_id"]], np.float32)
+    M, E = C[:, :len(MCA_COLUMNS)], C[:, len(MCA_COLUMNS):]
     X = dataset_features(ds, df, progress=not a.json)
     asm = dataset_asm(ds, df, progress=not a.json)
     out = {"device": a.device, "mca_cpu": cpu, "records": len(df), "tasks": int(df["workload_key"].nunique()),
            "mca_missing": float(np.isnan(M[:, 0]).mean()),
            "median_latency_bound": float(np.nanmedian(M[:, 3])), "runs": []}
+    variants = {"without": asm, "with": np.hstack([asm, M])}
+    if a.executed:
+        variants = {"none": asm, "mca": np.hstack([asm, M]), "executed": np.hstack([asm, E]),
+                    "both": np.hstack([asm, M, E])}
     for seed in a.seeds:
-        for cols, cols_asm in (("without", asm), ("with", np.hstack([asm, M]))):
+        for cols, cols_asm in variants.items():
             X.asm = cols_asm
             t = train(model="lgbm", split="by_network", seed=seed, loaded=(ds, df, X), progress=False,
                       params={"features": "program_asm", "target_scale": "work"})["test"]
             out["runs"].append({"seed": seed, "mca": cols,
                                 **{k: t["overall"][k] for k in ("mape", "kendall_tau", "top1")},
                                 "per_network": {n: v["mape"] for n, v in t["per_network"].items()}})
-    mean = {c: {k: float(np.mean([x[k] for x in out["runs"] if x["mca"] == c])) for k in ("mape", "kendall_tau")}
-            for c in ("without", "with")}
+    mean = {c: {k: float(np.mean([x[k] for x in out["runs"] if x["mca"] == c])) for k in ("mape", "kendall_tau",
+                                                                                           "top1")}
+            for c in variants}
     out["mean"] = mean
     if a.json:
         print(json.dumps(out, indent=1))
@@ -159,10 +184,10 @@ def main(argv=None) -> None:
           f"({out['mca_missing']:.1%} missing; median cycles / throughput {out['median_latency_bound']:.2f})")
     for x in out["runs"]:
         nets = ", ".join(f"{n} {v:.1%}" for n, v in x["per_network"].items())
-        print(f"  seed {x['seed']} {x['mca'] + ' mca':12s} MAPE {x['mape']:.1%}  tau {x['kendall_tau']:.3f}  "
-              f"top-1 {x['top1']:.3f}  ({nets})")
-    print(f"  mean MAPE without / with {mean['without']['mape']:.1%} / {mean['with']['mape']:.1%}, tau "
-          f"{mean['without']['kendall_tau']:.3f} / {mean['with']['kendall_tau']:.3f}")
+        print(f"  seed {x['seed']} {x['mca'] + ' mca' if not a.executed else x['mca']:12s} MAPE {x['mape']:.1%}  "
+              f"tau {x['kendall_tau']:.3f}  top-1 {x['top1']:.3f}  ({nets})")
+    print("  mean MAPE " + " / ".join(f"{c} {m['mape']:.1%}" for c, m in mean.items()) + ", tau "
+          + " / ".join(f"{m['kendall_tau']:.3f}" for m in mean.values()))
 
 
 if __name__ == "__main__":
