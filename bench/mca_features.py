@@ -100,6 +100,7 @@ def record_columns(args) -> tuple[str, list[float]]:
 
 
 def executed_figures(asm: str) -> dict[str, float]:
+    """`bench/asm_executed_work.py`'s executed-work figures of an assembly text (raw, not log)."""
     from asm_executed_work import executed_figures as figures  # (bench/ is the script's directory: on sys.path)
 
     return figures(asm)
@@ -145,7 +146,8 @@ def main(argv=None) -> None:
     rows = [r for rs in rows_to_build(ds, set(df["record_id"]) - set(done)).values() for r in rs]
     scripts = dataset_task_scripts(ds)
     with Pool(a.jobs) as pool:
-        work = pool.imap_unordered(record_columns, [(r, scripts[r["workload_key"]], cpu, a.executed) for r in rows], chunksize=8)
+        work = pool.imap_unordered(record_columns, [(r, scripts[r["workload_key"]], cpu, a.executed) for r in rows],
+                                   chunksize=8)
         for i, (rid, v) in enumerate(tqdm(work, total=len(rows), disable=a.json or not rows, desc="llvm-mca")):
             done[rid] = v
             if i % 500 == 499:  # a kill loses at most 500 records' columns
@@ -170,10 +172,10 @@ def main(argv=None) -> None:
             X.asm = cols_asm
             t = train(model="lgbm", split="by_network", seed=seed, loaded=(ds, df, X), progress=False,
                       params={"features": "program_asm", "target_scale": "work"})["test"]
-            out["runs"].append({"seed": seed, "mca": cols,
+            out["runs"].append({"seed": seed, "columns": cols,
                                 **{k: t["overall"][k] for k in ("mape", "kendall_tau", "top1")},
                                 "per_network": {n: v["mape"] for n, v in t["per_network"].items()}})
-    mean = {c: {k: float(np.mean([x[k] for x in out["runs"] if x["mca"] == c])) for k in ("mape", "kendall_tau",
+    mean = {c: {k: float(np.mean([x[k] for x in out["runs"] if x["columns"] == c])) for k in ("mape", "kendall_tau",
                                                                                            "top1")}
             for c in variants}
     out["mean"] = mean
@@ -184,7 +186,8 @@ def main(argv=None) -> None:
           f"({out['mca_missing']:.1%} missing; median cycles / throughput {out['median_latency_bound']:.2f})")
     for x in out["runs"]:
         nets = ", ".join(f"{n} {v:.1%}" for n, v in x["per_network"].items())
-        print(f"  seed {x['seed']} {x['mca'] + ' mca' if not a.executed else x['mca']:12s} MAPE {x['mape']:.1%}  "
+        label = x["columns"] if a.executed else f"{x['columns']} mca"
+        print(f"  seed {x['seed']} {label:12s} MAPE {x['mape']:.1%}  "
               f"tau {x['kendall_tau']:.3f}  top-1 {x['top1']:.3f}  ({nets})")
     print("  mean MAPE " + " / ".join(f"{c} {m['mape']:.1%}" for c, m in mean.items()) + ", tau "
           + " / ".join(f"{m['kendall_tau']:.3f}" for m in mean.values()))

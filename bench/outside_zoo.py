@@ -9,10 +9,11 @@ measured time of the program each model ranks first.
                                 [--geomean] [--min-programs N] [--work DIR] [--calibrate] [--json]
 
 `--ops` picks operators by name; the default is the first four (batch_matmul, depthwise7x7, conv1d, rms_norm),
-`--ops all` adds ten more (2026-11-30: grouped, dilated and 3-D convolutions, attention scores, softmax, a 5x5 max
+`--ops all` adds the rest (2026-11-30: grouped, dilated and 3-D convolutions, attention scores, softmax, a 5x5 max
 pool, a tanh GELU, GroupNorm, a head transpose and an int8 x int8 -> int32 matmul; 2026-12-05: a dense layer with
 bias and GELU, a channels-last convolution, an L2 row normalisation; later that day a depthwise 1-D convolution, a
-3-D average pool and a row-wise log-sum-exp). A database whose programs use
+3-D average pool and a row-wise log-sum-exp; 2026-12-07: a matrix-vector product, a 1x7 convolution, a GEMM
+reading its first operand transposed and an InstanceNorm). A database whose programs use
 element types the model never trained on (the int8 one) is marked `unseen_dtypes`: the model warns on those.
 
 `--device local:mcpu=NAME,threads=N` tunes (and predicts) for another code-generation target of this CPU;
@@ -204,6 +205,41 @@ def operators():
         y = te.compute((512,), lambda i: te.log(se[i]) + mx[i], name="Y")
         return [x, y]
 
+    # four more (2026-12-07): a matrix-vector product (an LLM's decode step: memory-bound), an Inception-style 1x7
+    # convolution, a GEMM reading its first operand transposed (a weight gradient's layout), an InstanceNorm
+    def gemv():  # 2048 x 1024 weights times one vector
+        w = te.placeholder((2048, 1024), name="W")
+        x = te.placeholder((1024,), name="X")
+        k = te.reduce_axis((0, 1024), "k")
+        y = te.compute((2048,), lambda i: te.sum(w[i, k] * x[k], axis=k), name="Y")
+        return [w, x, y]
+
+    def conv1x7():  # 1x7, 128 -> 128 channels, 17x17, padded along the width only
+        x = te.placeholder((1, 128, 17, 23), name="X")
+        w = te.placeholder((128, 128, 1, 7), name="W")
+        rc, rx = te.reduce_axis((0, 128), "rc"), te.reduce_axis((0, 7), "rx")
+        y = te.compute((1, 128, 17, 17), lambda n, o, h, v: te.sum(x[n, rc, h, v + rx] * w[o, rc, 0, rx],
+                                                                   axis=[rc, rx]), name="Y")
+        return [x, w, y]
+
+    def matmul_tn():  # C = A^T B: (128, 256)^T x (128, 192)
+        a = te.placeholder((128, 256), name="A")
+        b = te.placeholder((128, 192), name="B")
+        k = te.reduce_axis((0, 128), "k")
+        c = te.compute((256, 192), lambda i, j: te.sum(a[k, i] * b[k, j], axis=k), name="C")
+        return [a, b, c]
+
+    def instance_norm():  # each of 64 channels of 32 x 32 normalised by its own mean and variance
+        x = te.placeholder((1, 64, 32, 32), name="X")
+        r1y, r1x = te.reduce_axis((0, 32), "y"), te.reduce_axis((0, 32), "x")
+        r2y, r2x = te.reduce_axis((0, 32), "y2"), te.reduce_axis((0, 32), "x2")
+        s1 = te.compute((1, 64), lambda n, c: te.sum(x[n, c, r1y, r1x], axis=[r1y, r1x]), name="S1")
+        s2 = te.compute((1, 64), lambda n, c: te.sum(x[n, c, r2y, r2x] * x[n, c, r2y, r2x], axis=[r2y, r2x]),
+                        name="S2")
+        y = te.compute((1, 64, 32, 32), lambda n, c, h, v: (x[n, c, h, v] - s1[n, c] / 1024.0) / te.sqrt(
+            s2[n, c] / 1024.0 - (s1[n, c] / 1024.0) * (s1[n, c] / 1024.0) + 1e-5), name="Y")
+        return [x, y]
+
     import tvm
 
     fs = dict(batch_matmul=batch_matmul, depthwise7x7=depthwise7x7, conv1d=conv1d, rms_norm=rms_norm,
@@ -211,14 +247,14 @@ def operators():
               softmax=softmax, maxpool5=maxpool5, gelu_tanh=gelu_tanh, group_norm=group_norm,
               transpose_heads=transpose_heads, int8_matmul=int8_matmul, dense_bias_gelu=dense_bias_gelu,
               conv2d_nhwc=conv2d_nhwc, l2_norm=l2_norm, dw_conv1d=dw_conv1d, avg_pool3d=avg_pool3d,
-              logsumexp=logsumexp)
+              logsumexp=logsumexp, gemv=gemv, conv1x7=conv1x7, matmul_tn=matmul_tn, instance_norm=instance_norm)
     return {name: tvm.IRModule({"main": te.create_prim_func(f())}) for name, f in fs.items()}
 
 
 FIRST = ("batch_matmul", "depthwise7x7", "conv1d", "rms_norm")  # the default set (since 2026-11-29)
 ALL = FIRST + ("grouped_conv", "dilated_conv", "conv3d", "attn_scores", "softmax", "maxpool5", "gelu_tanh",
                "group_norm", "transpose_heads", "int8_matmul", "dense_bias_gelu", "conv2d_nhwc", "l2_norm",
-               "dw_conv1d", "avg_pool3d", "logsumexp")
+               "dw_conv1d", "avg_pool3d", "logsumexp", "gemv", "conv1x7", "matmul_tn", "instance_norm")
 
 
 @contextlib.contextmanager
