@@ -261,15 +261,19 @@ def records_of_device(df, device: str) -> tuple[str, np.ndarray]:
     return key, (df["device_key"] == key).to_numpy()
 
 
-def records_cut(model, measured_before: str | None = None) -> str | None:
-    """The measurement-time cut (ISO 8601 UTC) of the records a trained model is scored on: `measured_before`, else
-    the model's own (`train(measured_before=)`); "all" or neither: None (every record)."""
-    cut = (model.info_ or {}).get("measured_before") if measured_before is None else measured_before
-    if cut is None or cut == "all":
-        return None
-    from ..data.frame import parse_utc
+def trained_records(model, measured_before: str | None = None) -> dict:
+    """`load_data`'s record filters for scoring a trained model: its `min_protocol`, and the measurement-time cut
+    (ISO 8601 UTC) `measured_before`, else the model's own (`train(measured_before=)`); "all" or neither: None
+    (every record)."""
+    info = model.info_ or {}
+    cut = info.get("measured_before") if measured_before is None else measured_before
+    if cut == "all":
+        cut = None
+    if cut is not None:
+        from ..data.frame import parse_utc
 
-    return parse_utc(cut).isoformat()
+        cut = parse_utc(cut).isoformat()
+    return {"min_protocol": int(info.get("min_protocol", 0)), "measured_before": cut}
 
 
 def own_split(model=None, data=None, asm: bool | None = None):
@@ -280,8 +284,7 @@ def own_split(model=None, data=None, asm: bool | None = None):
     from ..models import load_model
 
     m = load_model(model)
-    ds, df, X = load_data(data, progress=False, min_protocol=int((m.info_ or {}).get("min_protocol", 0)),
-                          asm=m.needs_asm if asm is None else asm, measured_before=records_cut(m))
+    ds, df, X = load_data(data, progress=False, asm=m.needs_asm if asm is None else asm, **trained_records(m))
     name, params, seed = _default_split(m, ds)
     return m, ds, df, X, name, make_split(df, name, seed, params)
 
@@ -307,11 +310,10 @@ def evaluate(model=None, data=None, split: str | None = None, split_params: dict
     m = load_model(model)
     unfitted = [get_model(b, seed=0) for b in baselines]  # a bad baseline name fails before the data is loaded
     info = m.info_ or {}
-    cut = records_cut(m, measured_before)
+    kept = trained_records(m, measured_before)
+    cut = kept["measured_before"]
     ds, df, X = loaded if loaded is not None else load_data(data, progress=progress,
-                                                            min_protocol=int(info.get("min_protocol", 0)),
-                                                            asm=any(e.needs_asm for e in [m, *unfitted]),
-                                                            measured_before=cut)
+                                                            asm=any(e.needs_asm for e in [m, *unfitted]), **kept)
     name, params, s = _default_split(m, ds)
     if split is not None and (split != name or split_params):
         name, params = split, dict(split_params or {})
