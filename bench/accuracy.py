@@ -3,14 +3,17 @@ alone) against the `xgb`, `lgbm` and `mlp` baselines, all trained on the same tr
 this process, scored on the same held-out programs.
 
     python bench/accuracy.py [--data DIR] [--split by_network] [--seed 0] [--param KEY=VALUE ...] [--models LIST]
-                             [--min-protocol P] [--eval-min-protocol P] [--device D] [--json]
+                             [--min-protocol P] [--eval-min-protocol P] [--device D] [--measured-before TIME]
+                             [--cmd-alpha A] [--json]
 
 `--models` is a comma-separated list of columns, each a model name with optional parameters
 (`xgb:target_scale=work`); `--param` sets parameters of the `cdmpp` column. `default_weight=W` in a column spec
 is not a model parameter but the training option of `perfcast train --default-weight` (TVM default kernels weigh W
 times a random schedule in the loss; default 10, as for the bundled model): `ensemble:default_weight=1`. A column
 `cdmpp+cmd` is CDMPP's cross-model setting, in which the held-out networks' programs (not their latencies) are known
-during training and the latents of training and held-out programs are aligned by CMD.
+during training and the latents of training and held-out programs are aligned by CMD (`--cmd-alpha`); any neural
+column takes the suffix (`mlp+cmd:use_asm=true`). `--measured-before TIME` trains and scores on the records
+measured before it only, as `perfcast train --measured-before` (the bundled model's data: 2026-12-03T08:00).
 
 With `by_network` the test programs are those of resnet50, mobilenet_v2 and bert_tiny's tasks, none of which (nor
 any task they share with other networks) reaches training. Prints a per-network MAPE table, the overall MAPE,
@@ -53,17 +56,23 @@ def main() -> None:
     ap.add_argument("--device", default=None, help="only this device's records (id or device key)")
     ap.add_argument("--eval-min-protocol", type=int, default=0,
                     help="by_network: train on every record, validate and test on this protocol or newer only")
+    ap.add_argument("--measured-before", default=None,
+                    help="only the records measured before this ISO 8601 UTC time (the bundled model's: "
+                         "2026-12-03T08:00)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
 
     from perfcast.cli.model_cmd import _parse_params, _table_rows
     from perfcast.eval.workflow import load_data, train
+    from perfcast.models import get_model
 
-    loaded = load_data(a.data, device=a.device, progress=not a.json, min_protocol=a.min_protocol)
+    columns = {spec: column(spec, _parse_params(a.param)) for spec in a.models.split(",")}
+    asm = any(get_model(model, **params).needs_asm for model, params, _, _ in columns.values())
+    loaded = load_data(a.data, device=a.device, progress=not a.json, min_protocol=a.min_protocol, asm=asm,
+                       measured_before=a.measured_before)
     result, seconds = {}, {}
-    for spec in a.models.split(","):
+    for spec, (model, params, transductive, default_weight) in columns.items():
         t = time.time()
-        model, params, transductive, default_weight = column(spec, _parse_params(a.param))
         if transductive:
             params["cmd_alpha"] = a.cmd_alpha
         r = train(model=model, split=a.split, params=params, seed=a.seed, loaded=loaded, transductive=transductive,
