@@ -1,5 +1,6 @@
 """Feature extractors on hand-written TIR with values worked out by hand (no building, no tuning: a few seconds)."""
 
+import json
 import math
 import os
 
@@ -435,7 +436,7 @@ def test_per_store(progs):
 
 # ---------------------------------------------------------------------------------------------- registry
 def test_registry_contract(progs):
-    assert set(list_extractors()) >= {"compact_ast", "analytic", "per_store", "device", "asm"}
+    assert set(list_extractors()) >= {"compact_ast", "analytic", "per_store", "device", "asm", "mca"}
     for name in list_extractors():
         ex = get_extractor(name)
         assert isinstance(ex, FeatureExtractor) and ex.name == name
@@ -645,6 +646,115 @@ def test_asm_of_a_real_build_tells_the_targets_apart(vec_axpb, mcpu, fp_class, n
     np.testing.assert_allclose(v, np.log2(1 + np.array([fig[k] for k in ASM_FEATURES])))
 
 
+def test_mca_simulates_a_dependency_chain_by_hand():
+    """Four scalar adds per iteration, chained through one register or into four: Haswell adds in 3 cycles on one
+    port (port 1), Zen 3 on two, so the chain takes 4 x 3 = 12 cycles an iteration on both; apart, Haswell is port
+    bound (4 adds a cycle each: 4) and Zen 3 latency bound (each register's own add: 3). llvm-mca's 100 iterations
+    add the pipeline's fill, under 0.1 cycle an iteration. Text llvm-mca cannot read is NaN."""
+    from perfcast.features.mca import mca_regions
+
+    chain = ["\tvaddss\t%xmm1, %xmm0, %xmm0"] * 4
+    apart = [f"\tvaddss\t%xmm1, %xmm{k}, %xmm{k}" for k in (2, 3, 4, 5)]
+    (c_h, t_h), (a_h, u_h) = mca_regions([chain, apart], "haswell")
+    (c_z, t_z), (a_z, u_z) = mca_regions([chain, apart], "znver3")
+    assert (t_h, u_h, t_z, u_z) == (4.0, 4.0, 2.0, 2.0)  # block reciprocal throughput: adds / ports
+    assert 12 <= c_h < 12.1 and 12 <= c_z < 12.1 and 4 <= a_h < 4.1 and 3 <= a_z < 3.1
+    assert all(math.isnan(x) for x in mca_regions([["\tnot_an_instruction\t%xmm0"]], "haswell")[0])
+
+
+def test_mca_columns_of_hand_written_assembly():
+    """`mca_columns` of `ASM` (two innermost loops; `test_asm_loops_and_counts_by_hand`): the loops' cycles and
+    throughputs summed, the estimate = FLOPs / 33 lanes a pass x cycles a pass, their ratio, 2 loops."""
+    from perfcast.features.asm import innermost, loops, parse
+    from perfcast.features.mca import MCA_FEATURES, mca_columns, mca_regions
+
+    func = parse(ASM)[0]
+    bodies = [[f"\t{m}\t{ops}" for m, ops in func[a:b + 1] if not m.startswith("label:")]
+              for a, b in innermost(loops(func))]
+    assert [len(b) for b in bodies] == [8, 2]
+    (c1, t1), (c2, t2) = mca_regions(bodies, "haswell")
+    v = mca_columns(ASM, 1024.0, "haswell")
+    assert len(v) == len(MCA_FEATURES) == 5 and v.dtype == np.float64
+    np.testing.assert_allclose(v, [lg(1 + c1 + c2), lg(1 + t1 + t2), lg(1 + 1024 / 33 * (c1 + c2)),
+                                   (c1 + c2) / (t1 + t2), 2])
+    no_loop = "main_compute_:\n\tvaddss\t%xmm1, %xmm0, %xmm0\n\tretq\n"
+    np.testing.assert_array_equal(mca_columns(no_loop, 8.0, "haswell"), np.zeros(5))
+
+
+@pytest.fixture(scope="module")
+def serial_sum():
+    """B[0] = sum of A's 4,096 float32: LLVM keeps the adds in order (no fast-math), one chain through a register."""
+    from tvm.script import tirx as T
+
+    @T.prim_func(s_tir=True)
+    def rsum(A: T.Buffer((4096,), "float32"), B: T.Buffer((1,), "float32")):
+        for k in range(4096):
+            with T.sblock("B"):
+                vk = T.axis.reduce(4096, k)
+                with T.init():
+                    B[0] = T.float32(0)
+                B[0] = B[0] + A[vk]
+
+    return rsum
+
+
+def test_mca_of_a_real_build_tells_a_chain_from_a_stream(serial_sum, vec_axpb):
+    """Built for Haswell: the serial sum's loop is LLVM's unrolled chain of scalar adds, 3 cycles each, so it runs at
+    over twice its ports' pace; `vec_axpb`'s FMAs are independent, port bound (cycles / throughput near 1). The
+    extractor is `mca_columns` of the build; a znver4 target is simulated as `icelake-server` (its AVX-512)."""
+    from perfcast.features.asm import asm_figures, program_asm
+    from perfcast.features.mca import McaExtractor, mca_columns
+
+    target = {"kind": "llvm", "mcpu": "haswell", "num-cores": 2}
+    asm = program_asm(serial_sum, target)
+    adds = asm_figures(asm, 4096.0)["inner_fp_scalar"]  # the unrolled chain's length (9 from TVM 0.27's LLVM)
+    v = McaExtractor(target).extract(serial_sum)
+    np.testing.assert_array_equal(v, mca_columns(asm, 4096.0, "haswell"))
+    cycles = 2 ** v[0] - 1
+    assert 3 * adds <= cycles <= 3 * adds + 8 and v[3] > 2  # the chain (+ the argument check's loop)
+    w = McaExtractor(target).extract(vec_axpb)
+    assert 1 <= w[3] < 1.1 and w[4] == v[4] == 2
+    z = {"kind": "llvm", "mcpu": "znver4", "num-cores": 2}
+    np.testing.assert_array_equal(McaExtractor(z).extract(vec_axpb),
+                                  mca_columns(program_asm(vec_axpb, z), 131072.0, "icelake-server"))
+    assert np.isfinite(McaExtractor(z).extract(vec_axpb)).all()
+
+
+@pytest.mark.parametrize("mcpu, cpu", [("haswell", "haswell"), ("rocketlake", "rocketlake"), ("znver3", "znver3"),
+                                       ("znver4", "icelake-server"), ("znver5", "icelake-server"),
+                                       ("emeraldrapids", "icelake-server"), ("nosuchcpu", "icelake-server"),
+                                       (None, "x86-64")])
+def test_mca_cpu_stand_ins(mcpu, cpu):
+    from perfcast.features.mca import mca_cpu
+
+    target = {"kind": "llvm", **({"mcpu": mcpu} if mcpu else {})}
+    assert mca_cpu(target) == cpu == mca_cpu(json.dumps(target))
+
+
+def test_mca_needs_llvm_14(monkeypatch, tmp_path):
+    """Another LLVM's scheduling models give other columns: an llvm-mca that is not LLVM 14's is refused by name."""
+    import shutil
+
+    from perfcast.features import mca
+
+    fake = tmp_path / "llvm-mca"
+    fake.write_text("#!/bin/sh\necho 'Debian LLVM version 19.1.7'\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(shutil, "which", lambda name: str(fake) if name == "llvm-mca" else None)
+    mca.mca_binary.cache_clear()
+    try:
+        with pytest.raises(PerfcastError, match=r"need llvm-mca of LLVM 14 on the PATH; install it \(Debian: apt "
+                                                r"install llvm-14\)"):
+            mca.mca_binary()
+    finally:
+        mca.mca_binary.cache_clear()
+    from perfcast.features.asm_cache import tag
+
+    assert (tag("asm"), tag("mca")) == ("asm1", "mca1")
+    with pytest.raises(ValueError, match=r"unknown kind of built-program features 'nosuch'; known: asm, mca"):
+        tag("nosuch")
+
+
 def test_dataset_asm_cache_builds_once_then_reads(tmp_path, monkeypatch):
     """`dataset_asm`: each record built for its own target (the same figures as building its program directly),
     written to the cache as it is done, and read back without building again; a build that fails is NaN."""
@@ -812,13 +922,13 @@ def test_an_asm_build_that_hangs_or_crashes_is_killed_and_missing(vec_axpb, monk
     built_by.mkdir()
     real = asm_cache._row_here
 
-    def row(program, target_json):  # what LLVM does to each program, and which process it does it in
+    def row(program, target_json, kind="asm"):  # what LLVM does to each program, and which process it does it in
         (built_by / str(len(list(built_by.iterdir())))).write_text(str(os.getpid()))
         if program == "hang":
             time.sleep(60)
         if program == "crash":
             os._exit(3)
-        return real(program, target_json)
+        return real(program, target_json, kind)
 
     monkeypatch.setattr(asm_cache, "_row_here", row)
     rows = asm_cache.asm_rows([(vec_axpb, target)] * 3)
@@ -883,6 +993,16 @@ def test_cli_data_features_caches_then_resumes(mlp_dataset, tmp_path):
     np.testing.assert_allclose(cached[ids[-1]], direct.astype(np.float32))
     res = runner.invoke(app, ["data", "features", str(d), "--asm", "--json"])
     assert res.exit_code == 0 and json.loads(res.stdout)["asm_built"] == 0
+    res = runner.invoke(app, ["data", "features", str(d), "--mca", "--jobs", "1", "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out["mca_built"] == len(ids) and out["mca_failed"] == 0 and "asm_built" not in out
+    mca = read_cache(d / "features" / "mca1", "mca")
+    assert set(mca) == set(ids) and out["cache"][1] == str(d / "features" / "mca1")
+    direct = get_extractor("mca", target=row["target_json"]).extract(record_program(row, dataset_task_scripts(ds)))
+    np.testing.assert_array_equal(mca[ids[-1]], direct.astype(np.float32))
+    res = runner.invoke(app, ["data", "features", str(d), "--mca"])
+    assert res.exit_code == 0 and "llvm-mca columns: 0 built, 0 of them failed (NaN), 0 copied" in res.stdout
     res = runner.invoke(app, ["data", "features", str(d), "--device", "nosuch"])
     assert isinstance(res.exception, PerfcastError) and "no ok record of device 'nosuch'" in str(res.exception)
     assert str(res.exception).endswith("(or measure it: perfcast collect --device nosuch --out DIR)")

@@ -25,22 +25,24 @@ COMPACT_HINT_PARTS = 50  # `perfcast data summary` suggests compacting a dataset
 
 FEATURES_HELP = ("Compute and cache the model features of a dataset's records (the bundled one when DIR is omitted), "
                  "beside it under DIR/features/; with --asm also their assembly features, which build every program "
-                 "with LLVM (~440 programs/min on 2 cores: hours for a large dataset). Resumable: an interrupted run "
-                 "keeps what it cached and the next one goes on. Training and evaluation compute missing features "
-                 "themselves; this does it ahead of time.")
-FEATURES_EXAMPLE = "Example: perfcast data features --asm --device 'local@AMD EPYC/znver4'"
+                 "with LLVM (~440 programs/min on 2 cores: hours for a large dataset), and with --mca the llvm-mca "
+                 "columns of their innermost loops (LLVM 14's llvm-mca; ~430 programs/min). Resumable: an "
+                 "interrupted run keeps what it cached and the next one goes on. Training and evaluation compute "
+                 "missing features themselves; this does it ahead of time.")
+FEATURES_EXAMPLE = "Example: perfcast data features --asm --mca --device 'local@AMD EPYC/znver4'"
 
 
 def features(
     dir: Optional[str] = typer.Argument(None, help="dataset directory (omit for the bundled dataset)"),
     asm: bool = typer.Option(False, "--asm", help="also the assembly features (models with features=program_asm)"),
+    mca: bool = typer.Option(False, "--mca", help="also the llvm-mca columns of the innermost loops (features.mca)"),
     device: Optional[str] = typer.Option(None, help="only this device's records (id or device key)"),
     jobs: Optional[int] = typer.Option(None, min=1, help="processes (default: all cores)"),
     json_out: bool = typer.Option(False, "--json", help="print the counts as JSON"),
 ) -> None:
     from ..eval.workflow import cache_features
 
-    out = cache_features(dir, device=device, asm=asm, jobs=jobs, progress=not json_out)
+    out = cache_features(dir, device=device, asm=asm, jobs=jobs, progress=not json_out, mca=mca)
     if json_out:
         print(json.dumps(out))
         return
@@ -49,6 +51,9 @@ def features(
         line += (f"; assembly features: {out['asm_built']} built, {out['asm_failed']} of them "
                  "failed to build (NaN, which the models take as missing), "
                  f"{out['asm_copied']} copied from an earlier record of the same program")
+    if mca:
+        line += (f"; llvm-mca columns: {out['mca_built']} built, {out['mca_failed']} of them failed (NaN), "
+                 f"{out['mca_copied']} copied")
     print(f"{line}; cache: {', '.join(out['cache'])}")
 
 

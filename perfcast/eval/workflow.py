@@ -64,27 +64,26 @@ def load_data(data=None, device: str | None = None, progress: bool = True, min_p
 
 
 def cache_features(data=None, device: str | None = None, asm: bool = False, jobs: int | None = None,
-                   progress: bool = True) -> dict:
-    """Compute and cache the features of `data`'s ok records (default: bundled; `device`: only its records), and
-    with `asm` their assembly's (hours for a large dataset; resumable: what is cached stays). Returns counts,
-    seconds (this run's building and reading) and the cache directories."""
+                   progress: bool = True, mca: bool = False) -> dict:
+    """Compute and cache the features of `data`'s ok records (default: bundled; `device`: only its records), with
+    `asm` their assembly's and with `mca` their innermost loops' llvm-mca columns (`features.mca`; hours for a large
+    dataset; resumable: what is cached stays). Returns counts, seconds (this run's building and reading) and the
+    cache directories."""
     import time
 
-    from ..features.asm_cache import ASM_TAG, dataset_asm
+    from ..features.asm_cache import dataset_asm, tag
     from ..features.cache import cache_root, dataset_features
 
     ds, df = open_records(data, device)
     t0 = time.perf_counter()
     dataset_features(ds, df, jobs=jobs, progress=progress)
-    counts: dict = {}
-    if asm:
-        dataset_asm(ds, df, jobs=jobs, progress=progress, counts=counts)
-    out = {"data": str(ds.root), "records": len(df), "seconds": round(time.perf_counter() - t0, 1),
-           "cache": [str(cache_root(ds))]}
-    if asm:
-        out.update(asm_built=counts["built"], asm_failed=counts["failed"], asm_copied=counts["copied"])
-        out["cache"].append(str(cache_root(ds, ASM_TAG)))
-    return out
+    out = {"data": str(ds.root), "records": len(df), "cache": [str(cache_root(ds))]}
+    for kind in [k for k, on in (("asm", asm), ("mca", mca)) if on]:
+        counts: dict = {}
+        dataset_asm(ds, df, jobs=jobs, progress=progress, counts=counts, kind=kind)
+        out.update({f"{kind}_{k}": counts[k] for k in ("built", "failed", "copied")})
+        out["cache"].append(str(cache_root(ds, tag(kind))))
+    return {**out, "seconds": round(time.perf_counter() - t0, 1)}
 
 
 def make_split(df, split: str, seed: int, split_params: dict | None):

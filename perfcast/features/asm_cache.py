@@ -1,4 +1,5 @@
-"""The assembly features (`asm.ASM_FEATURES`) of a dataset's records, computed once and cached beside it.
+"""The assembly features (`asm.ASM_FEATURES`) of a dataset's records, computed once and cached beside it, and the
+same for the llvm-mca columns of their innermost loops (`mca.MCA_FEATURES`, `kind="mca"`, DIR/features/mca<version>/).
 
 A record's program is rebuilt (its trace replayed on its task) and compiled by LLVM for the record's own target
 (`target_json`: its device's CPU), so the records of every host are computed on this one; that costs ~0.25 s a
@@ -22,36 +23,51 @@ import numpy as np
 
 from ..collect.measure import MeasureConfig
 from .asm import ASM_FEATURES, AsmExtractor
+from .mca import MCA_FEATURES, McaExtractor
 
-ASM_TAG = f"asm{AsmExtractor.version}"
 N_ASM = len(ASM_FEATURES)
+KINDS = {"asm": (AsmExtractor, ASM_FEATURES), "mca": (McaExtractor, MCA_FEATURES)}  # kind -> extractor, columns
 CHUNK = 256
 
 
+def tag(kind: str) -> str:
+    """The cache directory name of a kind of built-program features (`KINDS`): its name and version."""
+    if kind not in KINDS:
+        from ..errors import UnknownNameError
+
+        raise UnknownNameError("kind of built-program features", kind, list(KINDS))
+    return f"{kind}{KINDS[kind][0].version}"
+
+
+ASM_TAG = tag("asm")
+
+
 @functools.cache
-def _extractor(target_json: str | None) -> AsmExtractor:
-    return AsmExtractor(target=target_json or None)
+def _extractor(target_json: str | None, kind: str = "asm"):
+    return KINDS[kind][0](target=target_json or None)
 
 
 BUILD_TIMEOUT_S = MeasureConfig.build_timeout_s  # the collector's
 
 
-def _row_here(program, target_json: str | None) -> np.ndarray:
+def _row_here(program, target_json: str | None, kind: str = "asm") -> np.ndarray:
     try:
-        return _extractor(target_json or None).extract(program).astype(np.float32)
+        return _extractor(target_json or None, kind).extract(program).astype(np.float32)
     except Exception:  # noqa: BLE001  (LLVM refusing one program must not lose the others)
-        return np.full(N_ASM, np.nan, np.float32)
+        return np.full(len(KINDS[kind][1]), np.nan, np.float32)
 
 
-def _rows_child(items, start: int, conn) -> None:
+def _rows_child(items, start: int, conn, kind: str) -> None:
     for i in range(start, len(items)):
-        conn.send((i, _row_here(*items[i])))
+        conn.send((i, _row_here(*items[i], kind=kind)))
     conn.close()
 
 
-def asm_rows(items: list[tuple[object, str | None]], timeout_s: float | None = None) -> list[np.ndarray]:
-    """(N_ASM,) float32 asm features of each (program, target_json) of `items` (a TIR program or its TVMScript
-    text, built for `target_json`; None: this machine); NaN where LLVM cannot build it.
+def asm_rows(items: list[tuple[object, str | None]], timeout_s: float | None = None,
+             kind: str = "asm") -> list[np.ndarray]:
+    """(N_ASM,) float32 asm features (`kind="mca"`: the llvm-mca columns) of each (program, target_json) of `items`
+    (a TIR program or its TVMScript text, built for `target_json`; None: this machine); NaN where LLVM cannot
+    build it.
 
     The programs are built one after another in one forked child (it inherits TVM and the programs: nothing is
     imported or pickled; a child per program cost 1.41-1.66x the time, `python bench/feature_speed.py --asm`). A
@@ -68,7 +84,7 @@ def asm_rows(items: list[tuple[object, str | None]], timeout_s: float | None = N
     start = 0
     while start < len(items):
         recv, send = ctx.Pipe(duplex=False)
-        child = ctx.Process(target=_rows_child, args=(items, start, send), daemon=True)
+        child = ctx.Process(target=_rows_child, args=(items, start, send, kind), daemon=True)
         child.start()
         send.close()
         why = ""
@@ -90,9 +106,9 @@ def asm_rows(items: list[tuple[object, str | None]], timeout_s: float | None = N
                 child.join()
             recv.close()
         if why:
-            warnings.warn(f"asm features: building a program {why}; its assembly features are missing (NaN)",
+            warnings.warn(f"{kind} features: building a program {why}; its assembly features are missing (NaN)",
                           stacklevel=2)
-            rows[start] = np.full(N_ASM, np.nan, np.float32)
+            rows[start] = np.full(len(KINDS[kind][1]), np.nan, np.float32)
             start += 1
     return rows
 
@@ -148,54 +164,60 @@ def programs_asm(programs, target_json: str | None, jobs: int | None = None, pro
     return np.stack(rows).astype(np.float32) if rows else np.zeros((0, N_ASM), np.float32)
 
 
-def _chunk(rows: list[dict], task_scripts: dict[str, str]) -> list[tuple[str, np.ndarray]]:
+def _chunk(rows: list[dict], task_scripts: dict[str, str], kind: str = "asm") -> list[tuple[str, np.ndarray]]:
     from .cache import record_program
 
     # replayed in this process (a trace that does not replay raises, as it always did), built in the child
-    made = asm_rows([(record_program(r, task_scripts), r["target_json"]) for r in rows])
+    made = asm_rows([(record_program(r, task_scripts), r["target_json"]) for r in rows], kind=kind)
     return [(r["record_id"], row) for r, row in zip(rows, made)]
 
 
-def _write(root: Path, rows: list[tuple[str, np.ndarray]]) -> None:
+def _write(root: Path, rows: list[tuple[str, np.ndarray]], kind: str = "asm") -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     name = hashlib.sha1("".join(r[0] for r in rows).encode()).hexdigest()[:16]
-    table = pa.table({"record_id": [r[0] for r in rows], "asm": [r[1].tolist() for r in rows]},
-                     schema=pa.schema([("record_id", pa.string()), ("asm", pa.list_(pa.float32()))],
-                                      metadata={b"asm_features": json.dumps(list(ASM_FEATURES)).encode()}))
+    names = json.dumps(list(KINDS[kind][1])).encode()
+    table = pa.table({"record_id": [r[0] for r in rows], kind: [r[1].tolist() for r in rows]},
+                     schema=pa.schema([("record_id", pa.string()), (kind, pa.list_(pa.float32()))],
+                                      metadata={f"{kind}_features".encode(): names}))
     tmp = root / f"{name}.tmp"
     pq.write_table(table, tmp, compression="zstd")
     os.replace(tmp, root / f"{name}.parquet")
 
 
-def read_cache(root: Path) -> dict[str, np.ndarray]:
-    """record id -> asm features, of every chunk file under `root`."""
+def read_cache(root: Path, kind: str = "asm") -> dict[str, np.ndarray]:
+    """record id -> asm features (or `kind`'s), of every chunk file under `root`."""
     import pyarrow.parquet as pq
 
     out = {}
+    width = len(KINDS[kind][1])
     for f in sorted(Path(root).glob("*.parquet")):
         t = pq.read_table(f)
-        flat = t.column("asm").combine_chunks().flatten().to_numpy(zero_copy_only=False).reshape(-1, N_ASM)
+        flat = t.column(kind).combine_chunks().flatten().to_numpy(zero_copy_only=False).reshape(-1, width)
         out.update(zip(t.column("record_id").to_pylist(), flat.astype(np.float32)))
     return out
 
 
 def dataset_asm(ds, records, jobs: int | None = None, progress: bool = True,
-                counts: dict | None = None) -> np.ndarray:
-    """(len(records), N_ASM) float32 asm features of `records` (a DataFrame of `ds`'s records), row-aligned,
-    computing the ones not cached yet (see the module docstring) or copying them from a cached record of the same
-    program and target (`cache.same_program`: a program timed again). `counts`, when given, receives how many rows
-    this call `built` (of them `failed`: NaN) and `copied`."""
+                counts: dict | None = None, kind: str = "asm") -> np.ndarray:
+    """(len(records), N_ASM) float32 asm features (`kind="mca"`: llvm-mca columns) of `records` (a DataFrame of
+    `ds`'s records), row-aligned, computing the ones not cached yet (see the module docstring) or copying them from
+    a cached record of the same program and target (`cache.same_program`: a program timed again). `counts`, when
+    given, receives how many rows this call `built` (of them `failed`: NaN) and `copied`."""
     from .cache import cache_root, dataset_task_scripts, map_chunks, rows_to_build, same_program, scripts_of
 
-    root = cache_root(ds, ASM_TAG)
-    found = read_cache(root)
+    root = cache_root(ds, tag(kind))
+    if kind == "mca":
+        from .mca import mca_binary
+
+        mca_binary()  # no llvm-mca: one error now, not a NaN for every record
+    found = read_cache(root, kind)
     need = set(records["record_id"]).difference(found)
     alias = same_program(ds, need, found) if need else {}
     if alias:
         copies = [(i, found[j]) for i, j in sorted(alias.items())]
-        _write(root, copies)
+        _write(root, copies, kind)
         found.update(copies)
         need.difference_update(alias)
     if need:
@@ -205,10 +227,13 @@ def dataset_asm(ds, records, jobs: int | None = None, progress: bool = True,
         chunks = [rows[i:i + CHUNK] for i in range(0, len(rows), CHUNK)]
 
         def done(_, res):
-            _write(root, res)
+            _write(root, res, kind)
             found.update(res)
 
-        map_chunks(_chunk, [(c, scripts_of(c, scripts)) for c in chunks], done, jobs, progress, "asm features")
+        map_chunks(functools.partial(_chunk, kind=kind), [(c, scripts_of(c, scripts)) for c in chunks], done, jobs,
+                   progress, f"{kind} features")
     if counts is not None:
         counts.update(built=len(need), failed=sum(int(np.isnan(found[i]).all()) for i in need), copied=len(alias))
-    return np.stack([found[i] for i in records["record_id"]]) if len(records) else np.zeros((0, N_ASM), np.float32)
+    if not len(records):
+        return np.zeros((0, len(KINDS[kind][1])), np.float32)
+    return np.stack([found[i] for i in records["record_id"]])
