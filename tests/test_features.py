@@ -993,19 +993,45 @@ def test_cli_data_features_caches_then_resumes(mlp_dataset, tmp_path):
     np.testing.assert_allclose(cached[ids[-1]], direct.astype(np.float32))
     res = runner.invoke(app, ["data", "features", str(d), "--asm", "--json"])
     assert res.exit_code == 0 and json.loads(res.stdout)["asm_built"] == 0
-    res = runner.invoke(app, ["data", "features", str(d), "--mca", "--jobs", "1", "--json"])
-    assert res.exit_code == 0, res.output
-    out = json.loads(res.stdout)
-    assert out["mca_built"] == len(ids) and out["mca_failed"] == 0 and "asm_built" not in out
-    mca = read_cache(d / "features" / "mca1", "mca")
-    assert set(mca) == set(ids) and out["cache"][1] == str(d / "features" / "mca1")
-    direct = get_extractor("mca", target=row["target_json"]).extract(record_program(row, dataset_task_scripts(ds)))
-    np.testing.assert_array_equal(mca[ids[-1]], direct.astype(np.float32))
-    res = runner.invoke(app, ["data", "features", str(d), "--mca"])
-    assert res.exit_code == 0 and "llvm-mca columns: 0 built, 0 of them failed (NaN), 0 copied" in res.stdout
     res = runner.invoke(app, ["data", "features", str(d), "--device", "nosuch"])
     assert isinstance(res.exception, PerfcastError) and "no ok record of device 'nosuch'" in str(res.exception)
     assert str(res.exception).endswith("(or measure it: perfcast collect --device nosuch --out DIR)")
+
+
+def test_cli_data_features_mca_caches_then_resumes(mlp_dataset, tmp_path):
+    """`perfcast data features --mca` on six records of three tasks: each record's llvm-mca columns cached under
+    DIR/features/mca1/, equal to its program's extracted directly; a second run builds nothing."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    from typer.testing import CliRunner
+
+    from perfcast.cli.app import app
+    from perfcast.data.schema import MeasureRecord, TaskRecord, from_row
+    from perfcast.data.store import Dataset
+    from perfcast.features.asm_cache import read_cache
+    from perfcast.features.cache import dataset_task_scripts, record_program, rows_to_build
+
+    src = Dataset(mlp_dataset[0])
+    ids = list(mlp_dataset[1].groupby("workload_key").head(2)["record_id"])
+    recs = src.read("records")
+    recs = recs.filter(pc.is_in(recs["record_id"], pa.array(ids))).to_pylist()
+    ds = Dataset(tmp_path / "d", create=True)
+    assert ds.add_records([from_row(MeasureRecord, r) for r in recs]) == len(ids) == 6
+    ds.add_tasks([from_row(TaskRecord, r) for r in src.read("tasks").to_pylist()])
+    runner = CliRunner()
+    res = runner.invoke(app, ["data", "features", str(ds.root), "--mca", "--jobs", "1", "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert (out["records"], out["mca_built"], out["mca_failed"], out["mca_copied"]) == (6, 6, 0, 0)
+    assert "asm_built" not in out and out["cache"][1] == str(ds.root / "features" / "mca1")
+    cached = read_cache(ds.root / "features" / "mca1", "mca")
+    assert set(cached) == set(ids)
+    scripts = dataset_task_scripts(ds)
+    for row in (r for rows in rows_to_build(ds, set(ids)).values() for r in rows):
+        direct = get_extractor("mca", target=row["target_json"]).extract(record_program(row, scripts))
+        np.testing.assert_array_equal(cached[row["record_id"]], direct.astype(np.float32))
+    res = runner.invoke(app, ["data", "features", str(ds.root), "--mca", "--jobs", "1"])
+    assert res.exit_code == 0 and "llvm-mca columns: 0 built, 0 of them failed (NaN), 0 copied" in res.stdout
 
 
 def test_cache_of_the_device_tagged_name_is_moved_not_rebuilt(tmp_path):
