@@ -16,7 +16,7 @@ and returns `MCA_FEATURES`:
 A program without loops gets zeros; one whose loops llvm-mca refuses gets NaN (the trees' missing value). The
 figures are LLVM 14's (`MCA_VERSION`, Debian's `llvm-14`; another version's scheduling models give other numbers,
 so any other is refused). A target CPU that LLVM 14 does not know is simulated as a stand-in that runs its code
-(`MCA_CPU`: znver4 and znver5, whose AVX-512 LLVM 14's AMD models lack, as Ice Lake server cores). Measured on
+(`MCA_STAND_IN_CPU`: znver4 and znver5, whose AVX-512 LLVM 14's AMD models lack, as Ice Lake server cores). Measured on
 5.7k-record samples of rocketlake and znver3 records (`bench/mca_features.py`, README Models): 1.7-3.2 points of
 by_network MAPE for the tree member beside the asm columns; on an 11.5k sample 1.1 points, with Kendall tau .03
 lower, so no model reads them (2026-12-07).
@@ -38,10 +38,10 @@ from .base import as_primfunc, register
 
 MCA_FEATURES = ("mca_cycles", "mca_rthroughput", "mca_est_cycles", "mca_latency_bound", "mca_loops")
 MCA_VERSION = 14  # LLVM major version of the llvm-mca whose scheduling models the columns are
-# CPUs LLVM 14 does not know -> one it does that runs their code. Its AMD models (znver1-3) have no AVX-512, which
-# znver4 and znver5 code uses, so those are simulated as Ice Lake server cores, as every other unknown CPU is.
-MCA_CPU = {"znver4": "icelake-server", "znver5": "icelake-server", "emeraldrapids": "icelake-server"}
-MCA_FALLBACK_CPU = "icelake-server"  # runs every x86 ISA extension up to AVX-512 (not AMX or AVX512-FP16)
+# The stand-in for a CPU LLVM 14 does not know (znver4, znver5, emeraldrapids, ...): one that runs every x86 ISA
+# extension up to AVX-512 (not AMX or AVX512-FP16). LLVM 14's AMD models (znver1-3) have no AVX-512, which znver4
+# and znver5 code uses.
+MCA_STAND_IN_CPU = "icelake-server"
 MCA_ITERATIONS = 100
 MCA_TIMEOUT_S = 120
 
@@ -77,12 +77,10 @@ def known_cpus() -> frozenset[str]:
 
 def mca_cpu(target) -> str:
     """The llvm-mca CPU that simulates `target` (a dict or JSON text of an LLVM target): its `mcpu` when LLVM 14
-    knows it, else `MCA_CPU`'s stand-in, else `MCA_FALLBACK_CPU`."""
+    knows it, else `MCA_STAND_IN_CPU`; no `mcpu` is LLVM's generic `x86-64`."""
     target = json.loads(target) if isinstance(target, str) else dict(target or {})
     cpu = str(target.get("mcpu") or "x86-64")
-    if cpu in known_cpus():
-        return cpu
-    return MCA_CPU.get(cpu, MCA_FALLBACK_CPU)
+    return cpu if cpu in known_cpus() else MCA_STAND_IN_CPU
 
 
 def mca_regions(blocks: list[list[str]], cpu: str) -> list[tuple[float, float]]:
