@@ -746,6 +746,8 @@ def test_mca_needs_llvm_14(monkeypatch, tmp_path):
         with pytest.raises(PerfcastError, match=r"need llvm-mca of LLVM 14 on the PATH; install it \(Debian: apt "
                                                 r"install llvm-14\)"):
             mca.mca_binary()
+        with pytest.raises(PerfcastError, match=r"need llvm-mca of LLVM 14"):
+            mca.McaExtractor.check_tools()  # what `dataset_asm(kind="mca")` calls before building
     finally:
         mca.mca_binary.cache_clear()
     from perfcast.features.asm_cache import tag
@@ -939,7 +941,8 @@ def test_an_asm_build_that_hangs_or_crashes_is_killed_and_missing(vec_axpb, monk
         for f in built_by.iterdir():
             f.unlink()
         t0 = time.perf_counter()
-        with pytest.warns(UserWarning, match=f"building a program {why}; its assembly features are missing") as w:
+        with pytest.warns(UserWarning,
+                          match=f"asm features: building a program {why}; its asm features are missing") as w:
             rows = asm_cache.asm_rows([(vec_axpb, target), (bad, target), (vec_axpb, target), (vec_axpb, target)],
                                       timeout_s=0.5)
         assert time.perf_counter() - t0 < 5 and len(w) == 1 and not mp.active_children()

@@ -233,6 +233,10 @@ class AsmExtractor(FeatureExtractor):
     def feature_names(self) -> list[str]:
         return list(ASM_FEATURES)
 
+    @staticmethod
+    def check_tools() -> None:
+        """A PerfcastError naming the fix when a tool `extract` runs is missing (here none: TVM builds)."""
+
     def _target(self):
         if self.target is not None:
             return self.target

@@ -23,10 +23,10 @@ import numpy as np
 
 from ..collect.measure import MeasureConfig
 from .asm import ASM_FEATURES, AsmExtractor
-from .mca import MCA_FEATURES, McaExtractor
+from .mca import McaExtractor
 
 N_ASM = len(ASM_FEATURES)
-KINDS = {"asm": (AsmExtractor, ASM_FEATURES), "mca": (McaExtractor, MCA_FEATURES)}  # kind -> extractor, columns
+KINDS = {"asm": AsmExtractor, "mca": McaExtractor}  # kind of built-program features -> its extractor
 CHUNK = 256
 
 
@@ -36,7 +36,12 @@ def tag(kind: str) -> str:
         from ..errors import UnknownNameError
 
         raise UnknownNameError("kind of built-program features", kind, list(KINDS))
-    return f"{kind}{KINDS[kind][0].version}"
+    return f"{kind}{KINDS[kind].version}"
+
+
+def width(kind: str) -> int:
+    """Columns of a kind of built-program features (`KINDS`)."""
+    return len(KINDS[kind]().feature_names())
 
 
 ASM_TAG = tag("asm")
@@ -44,7 +49,7 @@ ASM_TAG = tag("asm")
 
 @functools.cache
 def _extractor(target_json: str | None, kind: str = "asm"):
-    return KINDS[kind][0](target=target_json or None)
+    return KINDS[kind](target=target_json or None)
 
 
 BUILD_TIMEOUT_S = MeasureConfig.build_timeout_s  # the collector's
@@ -54,7 +59,7 @@ def _row_here(program, target_json: str | None, kind: str = "asm") -> np.ndarray
     try:
         return _extractor(target_json or None, kind).extract(program).astype(np.float32)
     except Exception:  # noqa: BLE001  (LLVM refusing one program must not lose the others)
-        return np.full(len(KINDS[kind][1]), np.nan, np.float32)
+        return np.full(width(kind), np.nan, np.float32)
 
 
 def _rows_child(items, start: int, conn, kind: str) -> None:
@@ -106,9 +111,9 @@ def asm_rows(items: list[tuple[object, str | None]], timeout_s: float | None = N
                 child.join()
             recv.close()
         if why:
-            warnings.warn(f"{kind} features: building a program {why}; its assembly features are missing (NaN)",
+            warnings.warn(f"{kind} features: building a program {why}; its {kind} features are missing (NaN)",
                           stacklevel=2)
-            rows[start] = np.full(len(KINDS[kind][1]), np.nan, np.float32)
+            rows[start] = np.full(width(kind), np.nan, np.float32)
             start += 1
     return rows
 
@@ -177,7 +182,7 @@ def _write(root: Path, rows: list[tuple[str, np.ndarray]], kind: str = "asm") ->
     import pyarrow.parquet as pq
 
     name = hashlib.sha1("".join(r[0] for r in rows).encode()).hexdigest()[:16]
-    names = json.dumps(list(KINDS[kind][1])).encode()
+    names = json.dumps(KINDS[kind]().feature_names()).encode()
     table = pa.table({"record_id": [r[0] for r in rows], kind: [r[1].tolist() for r in rows]},
                      schema=pa.schema([("record_id", pa.string()), (kind, pa.list_(pa.float32()))],
                                       metadata={f"{kind}_features".encode(): names}))
@@ -191,10 +196,10 @@ def read_cache(root: Path, kind: str = "asm") -> dict[str, np.ndarray]:
     import pyarrow.parquet as pq
 
     out = {}
-    width = len(KINDS[kind][1])
+    n = width(kind)
     for f in sorted(Path(root).glob("*.parquet")):
         t = pq.read_table(f)
-        flat = t.column(kind).combine_chunks().flatten().to_numpy(zero_copy_only=False).reshape(-1, width)
+        flat = t.column(kind).combine_chunks().flatten().to_numpy(zero_copy_only=False).reshape(-1, n)
         out.update(zip(t.column("record_id").to_pylist(), flat.astype(np.float32)))
     return out
 
@@ -208,10 +213,7 @@ def dataset_asm(ds, records, jobs: int | None = None, progress: bool = True,
     from .cache import cache_root, dataset_task_scripts, map_chunks, rows_to_build, same_program, scripts_of
 
     root = cache_root(ds, tag(kind))
-    if kind == "mca":
-        from .mca import mca_binary
-
-        mca_binary()  # no llvm-mca: one error now, not a NaN for every record
+    KINDS[kind].check_tools()  # a tool missing: one error now, not a NaN for every record
     found = read_cache(root, kind)
     need = set(records["record_id"]).difference(found)
     alias = same_program(ds, need, found) if need else {}
@@ -235,5 +237,5 @@ def dataset_asm(ds, records, jobs: int | None = None, progress: bool = True,
     if counts is not None:
         counts.update(built=len(need), failed=sum(int(np.isnan(found[i]).all()) for i in need), copied=len(alias))
     if not len(records):
-        return np.zeros((0, len(KINDS[kind][1])), np.float32)
+        return np.zeros((0, width(kind)), np.float32)
     return np.stack([found[i] for i in records["record_id"]])

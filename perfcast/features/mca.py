@@ -140,6 +140,10 @@ class McaExtractor(AsmExtractor):
     def feature_names(self) -> list[str]:
         return list(MCA_FEATURES)
 
+    @staticmethod
+    def check_tools() -> None:
+        mca_binary()
+
     def extract(self, program) -> np.ndarray:
         from .analytic import AnalyticExtractor
 
