@@ -17,7 +17,8 @@ kept): at the same number of training programs, is it better to have more tasks 
 `--measured-before 2026-11-28T14:50` trains on the records measured before that time only (UTC, ISO 8601): with and
 without it, the same recipe says what a data round added (the test part is the same as long as the round measured no
 program of a test task). A program the round re-measured under a newer protocol is dropped, not replaced by its
-older record: "before" is the data minus the round's records.
+older record: "before" is the data minus the round's records. A recipe that reads the assembly columns
+(`--param features=program_asm`, `--param use_asm=true`) gets them loaded (`asm1`, committed beside the dataset).
 
     python bench/splits.py [--model lgbm] [--param features=program --param target_scale=work]
                            [--splits random,by_task,by_network] [--task-fractions 1] [--subsample tasks]
@@ -52,6 +53,7 @@ def main() -> None:
     from perfcast.errors import PerfcastError
     from perfcast.eval import held_out_task_mask
     from perfcast.eval.workflow import load_data, train
+    from perfcast.models import get_model
 
     params = _parse_params(a.param or ["features=program", "target_scale=work"])
     try:
@@ -60,7 +62,8 @@ def main() -> None:
         fractions = []
     if not fractions or any(not 0 < f <= 1 for f in fractions):
         raise PerfcastError(f"--task-fractions {a.task_fractions!r}: each share must be in (0, 1], e.g. 0.25,0.5,1")
-    loaded = load_data(a.data, progress=False, measured_before=a.measured_before)
+    loaded = load_data(a.data, progress=False, measured_before=a.measured_before,
+                       asm=get_model(a.model, **params).needs_asm)  # features=program_asm reads the asm columns
     out = {"model": a.model, "params": params, "seed": a.seed, "measured_before": a.measured_before, "runs": []}
     for f in fractions:
         part = keep_task_fraction(loaded, f, a.seed, a.subsample)
