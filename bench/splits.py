@@ -14,6 +14,10 @@ fraction f, the records of a seeded random (1 - f) share of the tasks that occur
 are dropped before splitting (so the by_network test part stays the same programs), and every split is trained
 again on what is left. `--subsample programs` drops a (1 - f) share of those tasks' records instead (every task
 kept): at the same number of training programs, is it better to have more tasks or more programs per task?
+`--drop suites` asks which data is worth more per collected program: it drops every task that occurs only in layer
+suites (`layers:...`, `op_kinds:...`; few programs each) outside the held-out networks; `--drop networks` drops
+random tasks (seeded) that occur only in real networks until at least as many records are gone (fewer tasks, many
+programs each). Tasks of both kinds stay in either case.
 `--measured-before 2026-11-28T14:50` trains on the records measured before that time only (UTC, ISO 8601): with and
 without it, the same recipe says what a data round added (the test part is the same as long as the round measured no
 program of a test task). A program the round re-measured under a newer protocol is dropped, not replaced by its
@@ -22,7 +26,7 @@ older record: "before" is the data minus the round's records. A recipe that read
 
     python bench/splits.py [--model lgbm] [--param features=program --param target_scale=work]
                            [--splits random,by_task,by_network] [--task-fractions 1] [--subsample tasks]
-                           [--measured-before ISO_TIME] [--data DIR] [--seed 0] [--json]
+                           [--drop suites|networks] [--measured-before ISO_TIME] [--data DIR] [--seed 0] [--json]
 """
 
 from __future__ import annotations
@@ -42,6 +46,8 @@ def main() -> None:
                     help="comma-separated shares of the non-held-out tasks to keep, each in (0, 1] (default 1)")
     ap.add_argument("--subsample", default="tasks", choices=["tasks", "programs"],
                     help="what --task-fractions drops: whole tasks (default) or programs of every task")
+    ap.add_argument("--drop", default=None, choices=["suites", "networks"],
+                    help="drop the suite-only tasks, or as many records of network-only tasks (see above)")
     ap.add_argument("--measured-before", default=None,
                     help="only records measured before this UTC time, e.g. 2026-11-28T14:50 (default: all)")
     ap.add_argument("--data", default=None, help="dataset directory (default: the bundled dataset)")
@@ -65,6 +71,9 @@ def main() -> None:
     loaded = load_data(a.data, progress=False, measured_before=a.measured_before,
                        asm=get_model(a.model, **params).needs_asm)  # features=program_asm reads the asm columns
     out = {"model": a.model, "params": params, "seed": a.seed, "measured_before": a.measured_before, "runs": []}
+    if a.drop is not None:
+        loaded = drop_kind(loaded, a.drop, a.seed)
+    out["drop"] = a.drop
     for f in fractions:
         part = keep_task_fraction(loaded, f, a.seed, a.subsample)
         n_tasks = int(part[1].loc[~held_out_task_mask(part[1]), "workload_key"].nunique())
@@ -80,12 +89,40 @@ def main() -> None:
         print(json.dumps(out, indent=1))
         return
     before = f", records measured before {a.measured_before}" if a.measured_before else ""
-    print(f"{a.model} {params}, seed {a.seed}{before}")
+    dropped = f", without the {a.drop} tasks of --drop" if a.drop else ""
+    print(f"{a.model} {params}, seed {a.seed}{before}{dropped}")
     for o in out["runs"]:
         print(f"{o['subsample']} x{o['fraction']:<5} {o['split']:>11}: test MAPE {100 * o['mape']:.1f} %, "
               f"Kendall tau {o['kendall_tau']:.3f}, top-1 {o['top1']:.3f} ({o['sizes']['train']:,} train / "
               f"{o['sizes']['test']:,} test programs, {o['tasks_outside_test_networks']:,} tasks outside the test "
               f"networks, {o['seconds']:.0f} s)")
+
+
+SUITE_PREFIXES = ("layers:", "op_kinds:")
+
+
+def drop_kind(loaded, kind: str, seed: int):
+    """`loaded` without the tasks outside the held-out networks that occur only in layer suites (`kind="suites"`), or
+    without seeded random tasks that occur only in real networks, at least as many records (`kind="networks"`)."""
+    import numpy as np
+
+    from perfcast.eval import held_out_task_mask
+
+    ds, df, X = loaded
+    outside = df[~held_out_task_mask(df)]
+    nets = outside.groupby("workload_key")["networks"].agg(lambda c: {n for ns in c for n in ns})
+    suite_only = nets[nets.map(lambda ns: all(n.startswith(SUITE_PREFIXES) for n in ns))].index
+    if kind == "suites":
+        drop = set(suite_only)
+    else:
+        net_only = np.sort(nets[nets.map(lambda ns: not any(n.startswith(SUITE_PREFIXES) for n in ns))].index)
+        sizes = outside.groupby("workload_key").size()
+        order = np.random.default_rng(seed).permutation(net_only)
+        need = int(sizes[suite_only].sum())
+        n = int(np.searchsorted(np.cumsum(sizes[order].to_numpy()), need)) + 1
+        drop = set(order[:n])
+    keep = np.flatnonzero(~df["workload_key"].isin(drop).to_numpy())
+    return ds, df.iloc[keep].reset_index(drop=True), X.take(keep)
 
 
 def keep_task_fraction(loaded, fraction: float, seed: int, subsample: str = "tasks"):
