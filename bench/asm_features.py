@@ -32,6 +32,30 @@ RECIPES = {"lgbm": ({"features": "program", "target_scale": "work"},
            "mlp": ({}, {"use_asm": True})}
 
 
+METRICS = ("mape", "kendall_tau", "top1")
+
+
+def run_entry(test: dict) -> dict:
+    """A run's figures from a `perfcast.eval.workflow.scores` result: the overall `METRICS`, MAPE per network."""
+    return {**{k: test["overall"][k] for k in METRICS},
+            "per_network": {n: v["mape"] for n, v in test["per_network"].items()}}
+
+
+def mean_runs(runs: list[dict], key: str, metrics=METRICS) -> dict:
+    """{value of `key`: {metric: its mean over the runs with that value}}, in the runs' order."""
+    values = dict.fromkeys(x[key] for x in runs)
+    return {v: {k: float(np.mean([x[k] for x in runs if x[key] == v])) for k in metrics} for v in values}
+
+
+def run_text(x: dict) -> str:
+    """"MAPE ..  tau ..  top-1 .." of a run entry or a mean."""
+    return f"MAPE {x['mape']:.1%}  tau {x['kendall_tau']:.3f}  top-1 {x['top1']:.3f}"
+
+
+def nets_text(x: dict) -> str:
+    return ", ".join(f"{n} {v:.1%}" for n, v in x["per_network"].items())
+
+
 def sample(df, per_train: int, per_test: int, seed: int = 0):
     """Positional rows of `df` kept: per task its default kernels, then random others up to `per_train`
     (`per_test` for a task of a held-out network)."""
@@ -101,25 +125,19 @@ def main(argv=None) -> None:
                       params=dict(params))
             pred = r["estimator"].predict(X.take(dflt))
             t = r["test"]
-            out["runs"].append({"seed": seed, "features": feats,
-                                **{k: t["overall"][k] for k in ("mape", "kendall_tau", "top1")},
-                                "default_kernels_mape": summarize(df["latency_s"].to_numpy()[dflt], pred)["mape"],
-                                "per_network": {n: v["mape"] for n, v in t["per_network"].items()}})
-    by = {f: [x for x in out["runs"] if x["features"] == f] for f in ("without", "with")}
-    out["mean"] = {f: {k: float(np.mean([x[k] for x in rs]))
-                       for k in ("mape", "kendall_tau", "top1", "default_kernels_mape")}
-                   for f, rs in by.items()}
+            out["runs"].append({"seed": seed, "features": feats, **run_entry(t),
+                                "default_kernels_mape": summarize(df["latency_s"].to_numpy()[dflt], pred)["mape"]})
+    out["mean"] = mean_runs(out["runs"], "features", METRICS + ("default_kernels_mape",))
     out["mape_ratio_with_to_without"] = out["mean"]["with"]["mape"] / out["mean"]["without"]["mape"]
     if a.json:
         print(json.dumps(out, indent=1))
         return
     print(f"{a.device}: {out['records']} records of {out['tasks']} tasks, by_network split, {a.model} member")
     for x in out["runs"]:
-        nets = ", ".join(f"{n} {v:.1%}" for n, v in x["per_network"].items())
-        print(f"  seed {x['seed']} {x['features'] + ' asm':12s} MAPE {x['mape']:.1%}  tau {x['kendall_tau']:.3f}  "
-              f"top-1 {x['top1']:.3f}  default kernels {x['default_kernels_mape']:.1%}  ({nets})")
+        print(f"  seed {x['seed']} {x['features'] + ' asm':12s} {run_text(x)}  "
+              f"default kernels {x['default_kernels_mape']:.1%}  ({nets_text(x)})")
     for f, v in out["mean"].items():
-        print(f"  mean {f + ' asm':12s} MAPE {v['mape']:.1%}  tau {v['kendall_tau']:.3f}  top-1 {v['top1']:.3f}  "
+        print(f"  mean {f + ' asm':12s} {run_text(v)}  "
               f"default kernels {v['default_kernels_mape']:.1%}")
     print(f"  MAPE with / without the assembly features: {out['mape_ratio_with_to_without']:.2f}")
 

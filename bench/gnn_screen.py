@@ -34,6 +34,8 @@ import numpy as np
 DEVICE = "local@Intel(R) Xeon(R) Processor/rocketlake"
 N_LOOP = 9  # log2 extent, ForKind one-hot (5), log2(1 + auto-unroll), log2 body runs, depth
 N_TYPE = 3  # root, loop, leaf
+CHUNK = 256  # records a worker builds at a time
+SAVE_EVERY = 10  # chunks between saves of the cache
 
 
 def program_graph(func) -> tuple[np.ndarray, np.ndarray]:
@@ -71,40 +73,48 @@ def program_graph(func) -> tuple[np.ndarray, np.ndarray]:
     return np.array(rows, np.float32), np.array(edges, np.int64).reshape(-1, 2).T
 
 
-def record_graph(args):
-    row, script = args
+def chunk_graphs(rows: list[dict], task_scripts: dict[str, str]) -> list[tuple[str, np.ndarray, np.ndarray]]:
+    """(record id, node features, edges) of each stored record row, its program rebuilt by trace replay."""
     from perfcast.features.base import as_primfunc
     from perfcast.features.cache import record_program
 
-    x, e = program_graph(as_primfunc(record_program(row, {row["workload_key"]: script})))
-    return row["record_id"], x, e
+    return [(r["record_id"], *program_graph(as_primfunc(record_program(r, task_scripts)))) for r in rows]
+
+
+def save_graphs(cache: str, have: dict) -> None:
+    ids = list(have)
+    np.savez(cache + ".tmp.npz", ids=np.array(ids), x=np.concatenate([have[r][0] for r in ids]),
+             e=np.concatenate([have[r][1] for r in ids], axis=1),
+             x_offsets=np.cumsum([0] + [len(have[r][0]) for r in ids]),
+             e_offsets=np.cumsum([0] + [have[r][1].shape[1] for r in ids]))
+    os.replace(cache + ".tmp.npz", cache)
 
 
 def load_graphs(ds, df, cache: str, jobs: int, progress: bool) -> list:
-    """[(node features, edges)] of `df`'s records, built where `cache` lacks them (and saved there)."""
-    from multiprocessing import Pool
-
-    from tqdm import tqdm
-
-    from perfcast.features.cache import dataset_task_scripts, rows_to_build
+    """[(node features, edges)] of `df`'s records, built where `cache` lacks them (`perfcast.features.cache`'s
+    chunked pool; saved every `SAVE_EVERY` chunks, so a kill loses at most that many)."""
+    from perfcast.features.cache import dataset_task_scripts, map_chunks, rows_to_build, scripts_of
 
     have = {}
     if os.path.exists(cache):
-        z = np.load(cache)
+        z = dict(np.load(cache))  # read each array once (an NpzFile re-reads an array on every access)
         ids, xo, eo = z["ids"], z["x_offsets"], z["e_offsets"]
         have = {str(r): (z["x"][xo[i]:xo[i + 1]], z["e"][:, eo[i]:eo[i + 1]]) for i, r in enumerate(ids)}
-    rows = [r for rs in rows_to_build(ds, set(df["record_id"]) - set(have)).values() for r in rs]
+    rows = sorted((r for rs in rows_to_build(ds, set(df["record_id"]) - set(have)).values() for r in rs),
+                  key=lambda r: r["workload_key"])  # a chunk parses few tasks
     if rows:
         scripts = dataset_task_scripts(ds)
-        with Pool(jobs) as pool:
-            work = pool.imap_unordered(record_graph, [(r, scripts[r["workload_key"]]) for r in rows], chunksize=16)
-            for rid, x, e in tqdm(work, total=len(rows), disable=not progress, desc="graphs"):
-                have[rid] = (x, e)
-        ids = list(have)
-        np.savez(cache, ids=np.array(ids), x=np.concatenate([have[r][0] for r in ids]),
-                 e=np.concatenate([have[r][1] for r in ids], axis=1),
-                 x_offsets=np.cumsum([0] + [len(have[r][0]) for r in ids]),
-                 e_offsets=np.cumsum([0] + [have[r][1].shape[1] for r in ids]))
+        chunks = [rows[i:i + CHUNK] for i in range(0, len(rows), CHUNK)]
+        done = [0]
+
+        def on_done(_, res):
+            have.update((rid, (x, e)) for rid, x, e in res)
+            done[0] += 1
+            if done[0] % SAVE_EVERY == 0:
+                save_graphs(cache, have)
+
+        map_chunks(chunk_graphs, [(c, scripts_of(c, scripts)) for c in chunks], on_done, jobs, progress, "graphs")
+        save_graphs(cache, have)
     return [have[r] for r in df["record_id"]]
 
 
@@ -139,23 +149,24 @@ def fit_predict_gnn(graphs, G, y, w, sp, seed: int, epochs: int, patience: int =
     from torch_geometric.data import Data
     from torch_geometric.loader import DataLoader
 
+    from perfcast.models._torch import Standardizer
+
     torch.manual_seed(seed)
-    nodes = np.concatenate([graphs[i][0] for i in sp.train])
-    mu, sd = nodes.mean(0), nodes.std(0) + 1e-6
-    gmu, gsd = G[sp.train].mean(0), G[sp.train].std(0) + 1e-6
+    node_norm = Standardizer().fit(np.concatenate([graphs[i][0] for i in sp.train]))
+    prog_norm = Standardizer().fit(G[sp.train])
     ly = np.log(y)
     ymu, ysd = ly[sp.train].mean(), ly[sp.train].std()
     w = np.ones(len(y)) if w is None else w
 
     def data(idx):
-        return [Data(x=torch.from_numpy((graphs[i][0] - mu) / sd),
+        return [Data(x=torch.from_numpy(node_norm(graphs[i][0])),
                      edge_index=torch.from_numpy(np.concatenate([graphs[i][1], graphs[i][1][::-1]], 1).copy()),
-                     g=torch.from_numpy(((G[i] - gmu) / gsd)[None].astype(np.float32)),
+                     g=torch.from_numpy(prog_norm(G[i][None])),
                      y=torch.tensor([(ly[i] - ymu) / ysd], dtype=torch.float32),
                      w=torch.tensor([w[i]], dtype=torch.float32)) for i in idx]
 
     train, val, test = data(sp.train), data(sp.val), data(sp.test)
-    net = graph_net(nodes.shape[1], G.shape[1])
+    net = graph_net(len(node_norm.mean_), G.shape[1])
     opt = torch.optim.AdamW(net.parameters(), lr=2e-3, weight_decay=1e-4)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, epochs)
     gen = torch.Generator().manual_seed(seed)
@@ -187,7 +198,7 @@ def fit_predict_gnn(graphs, G, y, w, sp, seed: int, epochs: int, patience: int =
 
 
 def main(argv=None) -> None:
-    from asm_features import sampled_records
+    from asm_features import RECIPES, mean_runs, nets_text, run_entry, run_text, sampled_records
 
     from perfcast.errors import PerfcastError
     from perfcast.eval.workflow import DEFAULT_WEIGHT, SEARCHED_WEIGHT, make_split, sample_weights, scores, train
@@ -218,12 +229,11 @@ def main(argv=None) -> None:
     X = dataset_features(ds, df, progress=not a.json)
     X.asm = dataset_asm(ds, df, progress=not a.json)
     graphs = load_graphs(ds, df, cache, a.jobs, not a.json)
-    G = np.hstack([X.analytic, np.log2(1 + np.abs(X.asm))]).astype(np.float32)
+    G = np.hstack([X.analytic, X.asm])  # standardized as the cdmpp member's analytic MLP reads them
     y = df["latency_s"].to_numpy()
     out = {"device": a.device, "records": len(df), "tasks": int(df["workload_key"].nunique()),
            "mean_nodes": float(np.mean([len(g[0]) for g in graphs])), "runs": []}
-    members = {"cdmpp": {"use_analytic": True, "use_asm": True}, "lgbm": {"features": "program_asm",
-                                                                           "target_scale": "work"}}
+    members = {m: RECIPES[m][1] for m in ("cdmpp", "lgbm")}  # the bundled ensemble's members' recipes
     for seed in a.seeds:
         sp = make_split(df, "by_network", seed, None)
         nets = sp.params.get("test_networks")
@@ -240,24 +250,17 @@ def main(argv=None) -> None:
         for other in ("cdmpp", "gnn"):
             pred[f"lgbm+{other}"] = np.sqrt(pred["lgbm"] * pred[other])
         for name, p in pred.items():
-            t = scores(df, y, p, sp.test, nets)
             out["runs"].append({"seed": seed, "model": name, "seconds": secs.get(name),
-                                **{k: t["overall"][k] for k in ("mape", "kendall_tau", "top1")},
-                                "per_network": {n: v["mape"] for n, v in t["per_network"].items()}})
-    names = list(dict.fromkeys(x["model"] for x in out["runs"]))
-    out["mean"] = {m: {k: float(np.mean([x[k] for x in out["runs"] if x["model"] == m]))
-                       for k in ("mape", "kendall_tau", "top1")} for m in names}
+                                **run_entry(scores(df, y, p, sp.test, nets))})
+    out["mean"] = mean_runs(out["runs"], "model")
     if a.json:
         print(json.dumps(out, indent=1))
         return
     print(f"{a.device}: {out['records']} records of {out['tasks']} tasks, {out['mean_nodes']:.1f} nodes a graph")
     for x in out["runs"]:
-        nets = ", ".join(f"{n} {v:.1%}" for n, v in x["per_network"].items())
-        print(f"  seed {x['seed']} {x['model']:11s} MAPE {x['mape']:.1%}  tau {x['kendall_tau']:.3f}  "
-              f"top-1 {x['top1']:.3f}  ({nets})")
+        print(f"  seed {x['seed']} {x['model']:11s} {run_text(x)}  ({nets_text(x)})")
     for m, v in out["mean"].items():
-        print(f"  mean {m:11s} MAPE {v['mape']:.1%}  tau {v['kendall_tau']:.3f}  top-1 {v['top1']:.3f}")
-
+        print(f"  mean {m:11s} {run_text(v)}")
 
 if __name__ == "__main__":
     from perfcast.errors import run_with_one_line_errors

@@ -56,7 +56,7 @@ def executed_figures(asm: str) -> dict[str, float]:
 def main(argv=None) -> None:
     from multiprocessing import Pool
 
-    from asm_features import sampled_records
+    from asm_features import mean_runs, nets_text, run_entry, run_text, sampled_records
     from tqdm import tqdm
 
     from perfcast.errors import PerfcastError
@@ -113,23 +113,16 @@ def main(argv=None) -> None:
             X.asm = cols_asm
             t = train(model="lgbm", split="by_network", seed=seed, loaded=(ds, df, X), progress=False,
                       params={"features": "program_asm", "target_scale": "work"})["test"]
-            out["runs"].append({"seed": seed, "columns": cols,
-                                **{k: t["overall"][k] for k in ("mape", "kendall_tau", "top1")},
-                                "per_network": {n: v["mape"] for n, v in t["per_network"].items()}})
-    mean = {c: {k: float(np.mean([x[k] for x in out["runs"] if x["columns"] == c])) for k in ("mape", "kendall_tau",
-                                                                                           "top1")}
-            for c in variants}
-    out["mean"] = mean
+            out["runs"].append({"seed": seed, "columns": cols, **run_entry(t)})
+    out["mean"] = mean = mean_runs(out["runs"], "columns")
     if a.json:
         print(json.dumps(out, indent=1))
         return
     print(f"{a.device}: {out['records']} records of {out['tasks']} tasks, llvm-mca -mcpu={cpu} "
           f"({out['mca_missing']:.1%} missing; median cycles / throughput {out['median_latency_bound']:.2f})")
     for x in out["runs"]:
-        nets = ", ".join(f"{n} {v:.1%}" for n, v in x["per_network"].items())
         label = x["columns"] if a.executed else f"{x['columns']} mca"
-        print(f"  seed {x['seed']} {label:12s} MAPE {x['mape']:.1%}  "
-              f"tau {x['kendall_tau']:.3f}  top-1 {x['top1']:.3f}  ({nets})")
+        print(f"  seed {x['seed']} {label:12s} {run_text(x)}  ({nets_text(x)})")
     print("  mean MAPE " + " / ".join(f"{c} {m['mape']:.1%}" for c, m in mean.items()) + ", tau "
           + " / ".join(f"{m['kendall_tau']:.3f}" for m in mean.values()))
 

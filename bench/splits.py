@@ -98,24 +98,23 @@ def main() -> None:
               f"networks, {o['seconds']:.0f} s)")
 
 
-SUITE_PREFIXES = ("layers:", "op_kinds:")
-
-
 def drop_kind(loaded, kind: str, seed: int):
     """`loaded` without the tasks outside the held-out networks that occur only in layer suites (`kind="suites"`), or
     without seeded random tasks that occur only in real networks, at least as many records (`kind="networks"`)."""
     import numpy as np
 
     from perfcast.eval import held_out_task_mask
+    from perfcast.layerwise.suite import PREFIX
 
+    suite_prefixes = (PREFIX, "op_kinds:")  # layer suites, and the op-kinds suite (layerwise/suites/op_kinds.py)
     ds, df, X = loaded
     outside = df[~held_out_task_mask(df)]
     nets = outside.groupby("workload_key")["networks"].agg(lambda c: {n for ns in c for n in ns})
-    suite_only = nets[nets.map(lambda ns: all(n.startswith(SUITE_PREFIXES) for n in ns))].index
+    suite_only = nets[nets.map(lambda ns: all(n.startswith(suite_prefixes) for n in ns))].index
     if kind == "suites":
         drop = set(suite_only)
     else:
-        net_only = np.sort(nets[nets.map(lambda ns: not any(n.startswith(SUITE_PREFIXES) for n in ns))].index)
+        net_only = np.sort(nets[nets.map(lambda ns: not any(n.startswith(suite_prefixes) for n in ns))].index)
         sizes = outside.groupby("workload_key").size()
         order = np.random.default_rng(seed).permutation(net_only)
         need = int(sizes[suite_only].sum())
